@@ -1,0 +1,144 @@
+"""Vocabulary shared by every message: enums, identifiers and the record base class."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+)
+from pydantic_core import PydanticCustomError
+
+SCHEMA_VERSION = 1
+
+
+class Operation(StrEnum):
+    """What the client asked for; decides which stages a page goes through."""
+
+    classify = "classify"
+    extract = "extract"
+    process = "process"
+    ocr = "ocr"
+
+
+class Stage(StrEnum):
+    """A GPU stage; `PageState.last_stage` names the last one completed."""
+
+    orient = "orient"
+    classify = "classify"
+    extract = "extract"
+    ocr = "ocr"
+
+
+class Backend(StrEnum):
+    """Extraction engine requested by the client."""
+
+    auto = "auto"  # whatever extraction engine the GPU node is configured with
+    ocr = "ocr"
+    vlm = "vlm"
+    hybrid = "hybrid"  # VLM fields cross-checked against OCR
+
+
+class DocumentType(StrEnum):
+    rg_front = "rg_front"
+    rg_back = "rg_back"
+    cnh_front = "cnh_front"
+    cnh_back = "cnh_back"
+    cin_front = "cin_front"
+    cin_back = "cin_back"
+    invoice = "invoice"
+    letter = "letter"
+
+
+Family: TypeAlias = Literal["rg", "cnh", "cin", "generic"]
+
+_FAMILIES: dict[DocumentType, Family] = {
+    DocumentType.rg_front: "rg",
+    DocumentType.rg_back: "rg",
+    DocumentType.cnh_front: "cnh",
+    DocumentType.cnh_back: "cnh",
+    DocumentType.cin_front: "cin",
+    DocumentType.cin_back: "cin",
+    DocumentType.invoice: "generic",
+    DocumentType.letter: "generic",
+}
+
+
+def family(doc_type: DocumentType) -> Family:
+    """The extraction model family of a document type (front and back share one)."""
+    return _FAMILIES[doc_type]
+
+
+class Model(BaseModel):
+    """Base of every schemas model.
+
+    Unknown fields are rejected so that a typo in a hand-written record fails loudly
+    instead of being silently ignored. Inputs are hidden from pydantic's own error
+    strings because records carry personal data and those strings end up in logs;
+    `schemas.codec` formats errors with its own redaction rules.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=False,
+        str_strip_whitespace=False,
+        hide_input_in_errors=True,
+    )
+
+
+class Record(Model):
+    """A top-level Kafka record value; every one carries its schema version."""
+
+    schema_version: Literal[1] = 1
+
+
+# Used as the Kafka key and inside blob-store paths, hence the conservative alphabet.
+DocId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")]
+
+Confidence = Annotated[float, Field(ge=0.0, le=1.0)]
+
+Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+
+MAX_ATTRIBUTES = 64
+MAX_ATTRIBUTE_KEY_CHARS = 128
+MAX_ATTRIBUTE_VALUE_CHARS = 1024
+
+
+def _one_attribute_value(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    # Without this, a bad value yields one error per union member (str, int, float,
+    # bool), which reads like four problems instead of one.
+    try:
+        return handler(value)
+    except ValidationError:
+        raise PydanticCustomError(
+            "attribute_value",
+            "attribute values must be a string of up to {max_chars} characters,"
+            " a number, a boolean or null",
+            {"max_chars": MAX_ATTRIBUTE_VALUE_CHARS},
+        ) from None
+
+
+AttributeValue = Annotated[
+    Annotated[str, StringConstraints(max_length=MAX_ATTRIBUTE_VALUE_CHARS)]
+    | int
+    | Annotated[float, Field(allow_inf_nan=False)]  # NaN would come back as null
+    | bool
+    | None,
+    WrapValidator(_one_attribute_value),
+]
+
+# Free-form client metadata, passed through untouched to the result.
+Attributes = Annotated[
+    dict[
+        Annotated[str, StringConstraints(min_length=1, max_length=MAX_ATTRIBUTE_KEY_CHARS)],
+        AttributeValue,
+    ],
+    Field(max_length=MAX_ATTRIBUTES),
+]

@@ -1,0 +1,48 @@
+"""Kafka header names. Header values are UTF-8 strings."""
+
+from __future__ import annotations
+
+from schemas.common import Record
+
+# On every record.
+EVENT_ID = "pagestream-event-id"  # uuid; consumers dedupe on it
+SCHEMA = "pagestream-schema"  # e.g. "DocumentSubmitted/1", see schema_header()
+TRACEPARENT = "traceparent"  # W3C trace context
+
+# On dead letters in docs.dlq: where the record came from and why it failed, the
+# same facts Kafka Connect's `__connect.errors.*` headers carry.
+ERROR_PREFIX = "pagestream.error."
+ERROR_TOPIC = ERROR_PREFIX + "topic"
+ERROR_PARTITION = ERROR_PREFIX + "partition"
+ERROR_OFFSET = ERROR_PREFIX + "offset"
+ERROR_TIMESTAMP = ERROR_PREFIX + "timestamp"  # of the original record
+ERROR_STAGE = ERROR_PREFIX + "stage"
+ERROR_GROUP = ERROR_PREFIX + "group"
+ERROR_EXCEPTION_CLASS = ERROR_PREFIX + "exception.class"
+ERROR_EXCEPTION_MESSAGE = ERROR_PREFIX + "exception.message"
+ERROR_EXCEPTION_STACKTRACE = ERROR_PREFIX + "exception.stacktrace"
+ERROR_ATTEMPTS = ERROR_PREFIX + "attempts"
+ERROR_FAILED_AT = ERROR_PREFIX + "failed_at"
+
+ERROR_HEADERS = (
+    ERROR_TOPIC,
+    ERROR_PARTITION,
+    ERROR_OFFSET,
+    ERROR_TIMESTAMP,
+    ERROR_STAGE,
+    ERROR_GROUP,
+    ERROR_EXCEPTION_CLASS,
+    ERROR_EXCEPTION_MESSAGE,
+    ERROR_EXCEPTION_STACKTRACE,
+    ERROR_ATTEMPTS,
+    ERROR_FAILED_AT,
+)
+
+# Set by `pagestream dlq replay` so a record that keeps failing is not replayed forever.
+REPLAY_COUNT = "pagestream.replay.count"
+
+
+def schema_header(model_cls: type[Record]) -> str:
+    """The `pagestream-schema` value for a record type, e.g. "DocumentSubmitted/1"."""
+    version = model_cls.model_fields["schema_version"].default
+    return f"{model_cls.__name__}/{version}"

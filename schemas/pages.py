@@ -1,0 +1,107 @@
+"""`PageState`: one page of a document travelling through the GPU stages."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Self
+
+from pydantic import AwareDatetime, Field, HttpUrl, model_validator
+from pydantic_core import PydanticCustomError
+
+from schemas.common import (
+    Attributes,
+    Confidence,
+    DocId,
+    DocumentType,
+    Model,
+    Operation,
+    Record,
+    Sha256,
+    Stage,
+)
+from schemas.documents import Options
+from schemas.extraction import ExtractionResult
+
+
+class BlobRef(Model):
+    """A page image in the blob store (claim check): stages pass references, not bytes."""
+
+    uri: str
+    sha256: Sha256
+    media_type: str
+    size_bytes: int = Field(ge=0)
+    width: int | None = Field(None, ge=1)
+    height: int | None = Field(None, ge=1)
+
+
+Rotation = Literal[0, 90, 180, 270]
+
+
+class OrientationResult(Model):
+    rotation_degrees: Rotation  # clockwise correction applied to the page
+    confidence: Confidence
+    image_correction: str = Field(max_length=100)  # human-readable, e.g. "rotated 90 clockwise"
+
+    @classmethod
+    def for_rotation(cls, rotation_degrees: Rotation, confidence: float) -> OrientationResult:
+        """Build the result with the standard wording for `image_correction`."""
+        correction = "none" if rotation_degrees == 0 else f"rotated {rotation_degrees} clockwise"
+        return cls(
+            rotation_degrees=rotation_degrees,
+            confidence=confidence,
+            image_correction=correction,
+        )
+
+
+class ClassificationResult(Model):
+    document_type: DocumentType
+    confidence: Confidence
+    scores: dict[str, Confidence] = Field(default_factory=dict)  # per document type
+
+
+Point = tuple[int, int]
+
+
+class OcrBox(Model):
+    text: str
+    confidence: Confidence
+    # Corners clockwise from top-left, in pixels of the oriented page. Coordinates
+    # may be slightly negative: detectors can overshoot the image edge.
+    box: Annotated[list[Point], Field(min_length=4, max_length=4)]
+
+
+class OcrResult(Model):
+    text: str
+    confidence: Confidence
+    boxes: list[OcrBox] = Field(default_factory=list)
+
+
+class PageState(Record):
+    """The unit of GPU work: self-contained, so any record can be debugged alone."""
+
+    doc_id: DocId
+    page_no: int = Field(ge=1)
+    page_count: int = Field(ge=1)
+    operation: Operation
+    options: Options
+    image: BlobRef
+    last_stage: Stage | None = None  # None: no stage has run yet
+    # Results accumulate: each stage fills in its own and keeps the others.
+    orientation: OrientationResult | None = None
+    classification: ClassificationResult | None = None
+    extraction: ExtractionResult | None = None
+    ocr: OcrResult | None = None
+    error: str | None = None
+    # Carried along from the submission so the deliver stage needs no other state.
+    callback: HttpUrl | None = None
+    attributes: Attributes = Field(default_factory=dict)
+    submitted_at: AwareDatetime
+
+    @model_validator(mode="after")
+    def _page_within_document(self) -> Self:
+        if self.page_no > self.page_count:
+            raise PydanticCustomError(
+                "page_out_of_range",
+                "page_no {page_no} is greater than page_count {page_count}",
+                {"page_no": self.page_no, "page_count": self.page_count},
+            )
+        return self

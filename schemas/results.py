@@ -1,0 +1,70 @@
+"""`DocumentResult`: one record per document on `docs.results`, and the webhook body."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from typing import Literal, Self
+
+from pydantic import AwareDatetime, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from schemas.common import Attributes, Confidence, DocId, DocumentType, Model, Operation, Record
+from schemas.extraction import ExtractionResult, TypedFields
+from schemas.pages import ClassificationResult, OcrResult, OrientationResult, PageState
+
+
+class PageResult(Model):
+    page_no: int = Field(ge=1)
+    orientation: OrientationResult | None = None
+    classification: ClassificationResult | None = None
+    extraction: ExtractionResult | None = None
+    ocr: OcrResult | None = None
+
+    @classmethod
+    def from_page(cls, page: PageState) -> PageResult:
+        return cls(
+            page_no=page.page_no,
+            orientation=page.orientation,
+            classification=page.classification,
+            extraction=page.extraction,
+            ocr=page.ocr,
+        )
+
+
+class DocumentResult(Record):
+    doc_id: DocId
+    operation: Operation
+    status: Literal["completed", "failed"]
+    page_count: int = Field(ge=0)  # 0 when the document failed before it was split
+    pages: list[PageResult] = Field(default_factory=list)  # sorted by page_no
+    # Document-level summary, so most clients never need to look at `pages`.
+    document_type: DocumentType | None = None
+    confidence: Confidence | None = None
+    image_correction: str | None = None
+    fields: TypedFields | None = None
+    errors: list[str] = Field(default_factory=list)
+    attributes: Attributes = Field(default_factory=dict)
+    submitted_at: AwareDatetime
+    completed_at: AwareDatetime
+
+    @field_validator("pages")
+    @classmethod
+    def _sorted_unique_pages(cls, pages: list[PageResult]) -> list[PageResult]:
+        # Pages are aggregated in arrival order; sorting makes the record canonical.
+        pages = sorted(pages, key=lambda page: page.page_no)
+        for previous, page in pairwise(pages):
+            if previous.page_no == page.page_no:
+                raise PydanticCustomError(
+                    "duplicate_page", "page {page_no} appears twice", {"page_no": page.page_no}
+                )
+        return pages
+
+    @model_validator(mode="after")
+    def _pages_within_document(self) -> Self:
+        if self.pages and self.pages[-1].page_no > self.page_count:
+            raise PydanticCustomError(
+                "page_out_of_range",
+                "page {page_no} is beyond page_count {page_count}",
+                {"page_no": self.pages[-1].page_no, "page_count": self.page_count},
+            )
+        return self

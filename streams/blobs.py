@@ -1,0 +1,246 @@
+"""Content-addressed blob store behind fsspec (claim check for large payloads).
+
+Blob URIs arrive inside Kafka records, so ``get`` treats them as untrusted input:
+they are normalized and must fall under a configured root before any I/O.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import posixpath
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from fsspec.core import url_to_fs
+from fsspec.implementations.local import LocalFileSystem
+
+DEFAULT_MAX_BLOB_BYTES = 64 * 1024 * 1024
+_MAX_URI_CHARS = 4096
+_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+
+
+class BlobError(ValueError):
+    """Base class for blob store errors."""
+
+
+class BlobAccessError(BlobError):
+    """The URI is not allowed (scheme, location, shape or size)."""
+
+
+class BlobNotFoundError(BlobAccessError):
+    """The URI is allowed but nothing is stored there."""
+
+
+class BlobTooLargeError(BlobAccessError):
+    """The payload or stored object exceeds ``max_blob_bytes``."""
+
+
+class BlobIntegrityError(BlobError):
+    """The stored bytes do not hash to the expected sha256."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredBlob:
+    uri: str
+    sha256: str
+    size_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Root:
+    uri: str  # normalized, as blob URIs are spelled
+    scheme: str
+    netloc: str
+    segments: tuple[str, ...]
+    fs: Any
+    fs_path: str
+
+
+_FORBIDDEN = (
+    ("\\", "a backslash"),
+    ("%", "percent-encoding"),
+    ("?", "a query string"),
+    ("#", "a fragment"),
+    ("::", "a chained fsspec URL"),
+)
+
+
+def _show(uri: str) -> str:
+    return repr(uri[:120] + ("..." if len(uri) > 120 else ""))
+
+
+def _split(uri: str, schemes: AbstractSet[str] | None) -> tuple[str, str, tuple[str, ...]]:
+    """Return (scheme, netloc, normalized path segments) or raise BlobAccessError.
+
+    ``schemes`` is the allowlist for untrusted URIs; None means trusted config
+    (a root), where '..' is normalized. Odd untrusted URIs are refused rather
+    than repaired: URIs we produce never need repair, so oddity means a bug or
+    an attack.
+    """
+    if len(uri) > _MAX_URI_CHARS:
+        raise BlobAccessError(f"blob URI too long ({len(uri)} chars)")
+    for token, what in _FORBIDDEN:
+        if token in uri:
+            raise BlobAccessError(f"blob URI contains {what}: {_show(uri)}")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in uri):
+        raise BlobAccessError(f"blob URI contains NUL or control characters: {_show(uri)}")
+    parts = urlsplit(uri)
+    scheme = parts.scheme.lower()
+    if not scheme:
+        raise BlobAccessError(f"blob URI is relative or has no scheme: {_show(uri)}")
+    if schemes is not None and scheme not in schemes:
+        raise BlobAccessError(
+            f"blob URI scheme {scheme!r} not allowed (roots use {sorted(schemes)})"
+        )
+    if parts.path and not parts.path.startswith("/"):
+        raise BlobAccessError(f"blob URI has a relative path: {_show(uri)}")
+    if schemes is not None and ".." in parts.path.split("/"):
+        raise BlobAccessError(f"blob URI contains '..' path segments: {_show(uri)}")
+    path = posixpath.normpath(parts.path or "/")
+    netloc = "" if scheme == "file" and parts.netloc == "localhost" else parts.netloc
+    return scheme, netloc, tuple(s for s in path.split("/") if s not in ("", "."))
+
+
+def _make_root(url: str, storage_options: Mapping[str, Any]) -> _Root:
+    if "://" not in url and not url.startswith("file:"):
+        url = "file://" + os.path.abspath(os.path.expanduser(url))
+    scheme, netloc, segments = _split(url, None)
+    uri = f"{scheme}://{netloc}" + "".join("/" + s for s in segments)
+    fs, fs_path = url_to_fs(uri + "/", **storage_options)
+    return _Root(uri, scheme, netloc, segments, fs, str(fs_path).rstrip("/") or "/")
+
+
+class BlobStore:
+    def __init__(
+        self,
+        root: str,
+        read_roots: Sequence[str] = (),
+        *,
+        max_blob_bytes: int = DEFAULT_MAX_BLOB_BYTES,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if max_blob_bytes <= 0:
+            raise ValueError("max_blob_bytes must be positive")
+        opts = dict(storage_options or {})
+        self._root = _make_root(root, opts)
+        self._roots = [self._root, *(_make_root(r, opts) for r in read_roots)]
+        self._schemes = frozenset(r.scheme for r in self._roots)
+        self.max_blob_bytes = max_blob_bytes
+
+    @property
+    def root(self) -> str:
+        return self._root.uri
+
+    def uri_for(self, sha256: str) -> str:
+        if not _HEX64.fullmatch(sha256):
+            raise ValueError("sha256 must be 64 hex characters")
+        return "/".join((self.root, *_blob_rel(sha256.lower())))
+
+    def put(self, data: bytes) -> StoredBlob:
+        if len(data) > self.max_blob_bytes:
+            raise BlobTooLargeError(
+                f"blob of {len(data)} bytes exceeds max_blob_bytes={self.max_blob_bytes}"
+            )
+        digest = hashlib.sha256(data).hexdigest()
+        blob = StoredBlob(self.uri_for(digest), digest, len(data))
+        fs, path = self._root.fs, posixpath.join(self._root.fs_path, *_blob_rel(digest))
+        try:
+            if fs.info(path).get("size") == len(data):
+                return blob  # same name => same content; a size mismatch means a torn write
+        except FileNotFoundError:
+            pass
+        if isinstance(fs, LocalFileSystem):
+            _atomic_local_write(path, data)
+        else:
+            # Object stores publish an object only once its upload completes, and
+            # have no directories to create (makedirs on s3 may try to create buckets).
+            fs.pipe_file(path, data)
+        return blob
+
+    def get(self, uri: str, *, expected_sha256: str | None = None) -> bytes:
+        root, rel = self._split_checked(uri)
+        path = self._resolve(root, rel)
+        try:
+            info = root.fs.info(path)
+        except FileNotFoundError:
+            raise BlobNotFoundError(f"no blob at {_show(uri)}") from None
+        if info.get("type") != "file":
+            raise BlobAccessError(f"blob URI does not name a file: {_show(uri)}")
+        size = info.get("size")
+        if size is not None and size > self.max_blob_bytes:
+            raise BlobTooLargeError(
+                f"blob at {_show(uri)} is {size} bytes, over max_blob_bytes={self.max_blob_bytes}"
+            )
+        with root.fs.open(path, "rb") as f:
+            # Bounded read: the object may have grown since info().
+            data: bytes = f.read(self.max_blob_bytes + 1)
+        if len(data) > self.max_blob_bytes:
+            raise BlobTooLargeError(f"blob at {_show(uri)} exceeds max_blob_bytes")
+        expected = {expected_sha256.lower()} if expected_sha256 else set()
+        if len(rel) >= 2 and "sha256" in rel[:-1] and _HEX64.fullmatch(rel[-1]):
+            expected.add(rel[-1].lower())
+        if expected:
+            actual = hashlib.sha256(data).hexdigest()
+            if expected != {actual}:
+                raise BlobIntegrityError(f"sha256 mismatch for {_show(uri)}: got {actual}")
+        return data
+
+    def exists(self, uri: str) -> bool:
+        """False if nothing is stored there; raises BlobAccessError for disallowed URIs."""
+        root, rel = self._split_checked(uri)
+        return bool(root.fs.isfile(self._resolve(root, rel)))
+
+    def _split_checked(self, uri: str) -> tuple[_Root, tuple[str, ...]]:
+        scheme, netloc, segments = _split(uri, self._schemes)
+        for root in self._roots:
+            n = len(root.segments)
+            # Whole-segment comparison, so root /data/blobs never admits /data/blobs2.
+            same_fs = (scheme, netloc) == (root.scheme, root.netloc)
+            if same_fs and len(segments) > n and segments[:n] == root.segments:
+                return root, segments[n:]
+        raise BlobAccessError(f"blob URI is outside the configured roots: {_show(uri)}")
+
+    @staticmethod
+    def _resolve(root: _Root, rel: tuple[str, ...]) -> str:
+        path = posixpath.join(root.fs_path, *rel)
+        if not isinstance(root.fs, LocalFileSystem):
+            return path
+        # A symlink inside the root may point anywhere; confine the resolved target.
+        # Opening the resolved path (not the link) narrows the check/use window.
+        real, real_root = os.path.realpath(path), os.path.realpath(root.fs_path)
+        if os.path.commonpath([real, real_root]) != real_root:
+            raise BlobAccessError("blob URI resolves outside its root (symlink escape)")
+        return real
+
+
+def _blob_rel(sha256: str) -> tuple[str, ...]:
+    return ("sha256", sha256[:2], sha256[2:4], sha256)
+
+
+def _atomic_local_write(path: str, data: bytes) -> None:
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o644)  # mkstemp's 0600 would hide blobs from other users
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)  # readers see the old name absent or complete, never torn
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    dfd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dfd)  # make the rename durable before the URI is published to Kafka
+    finally:
+        os.close(dfd)

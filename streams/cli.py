@@ -1,0 +1,252 @@
+"""`pagestream` command line: broker, topics, submit, lag and the local demo."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
+
+from schemas import Backend, DocumentType, Operation, Options, RecordError
+from streams import broker as broker_mod
+from streams import kafka, topics_apply
+from streams import lag as lag_mod
+from streams import submit as submit_mod
+from streams.settings import Settings
+from streams.topics import RAW, Topology
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+broker_app = typer.Typer(no_args_is_help=True, help="The embedded single-node KRaft broker.")
+topics_app = typer.Typer(no_args_is_help=True, help="Topics declared in streams/topics.py.")
+app.add_typer(broker_app, name="broker")
+app.add_typer(topics_app, name="topics")
+
+out = Console()
+# soft_wrap: error lines stay whole for grep and log collectors.
+err = Console(stderr=True, soft_wrap=True)
+
+
+def _settings() -> Settings:
+    return Settings()
+
+
+@app.callback()
+def _main(verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+
+
+@broker_app.command("start")
+def broker_start() -> None:
+    """Start the broker; returns once it answers metadata requests."""
+    s = _settings().broker
+    t0 = time.monotonic()
+    try:
+        info = broker_mod.start(s)
+    except broker_mod.BrokerError as exc:
+        err.print(f"broker failed to start: {exc}", style="red", markup=False, highlight=False)
+        raise typer.Exit(1) from exc
+    out.print(
+        f"Apache Kafka {info.version} at {info.bootstrap} (pid {info.pid}, "
+        f"data {info.data_dir}) ready in {time.monotonic() - t0:.1f}s"
+    )
+
+
+@broker_app.command("stop")
+def broker_stop() -> None:
+    """Stop the broker cleanly (controlled shutdown)."""
+    out.print("stopped" if broker_mod.stop(_settings().broker) else "no broker was running")
+
+
+@broker_app.command("status")
+def broker_status() -> None:
+    """Print the Kafka version and bootstrap address; exit 1 if not running."""
+    info = broker_mod.status(_settings().broker)
+    if info is None or not broker_mod.answers_metadata(info.bootstrap):
+        out.print("not running")
+        raise typer.Exit(1)
+    out.print(f"running: Apache Kafka {info.version}, bootstrap {info.bootstrap}, pid {info.pid}")
+
+
+@topics_app.command("apply")
+def topics_apply_cmd() -> None:
+    """Create missing topics, raise partition counts, align configs."""
+    s = _settings()
+    changes = topics_apply.apply(
+        kafka.admin(s.kafka), Topology(s.topics.prefix), s.topics.replication_factor
+    )
+    for change in changes:
+        out.print(str(change))
+    if not changes:
+        out.print("nothing changed: every topic matches streams/topics.py")
+
+
+@topics_app.command("list")
+def topics_list() -> None:
+    """The declared topics, their purpose and configs."""
+    s = _settings()
+    table = Table("topic", "partitions", "configs", "purpose")
+    for name, spec in Topology(s.topics.prefix).specs():
+        configs = " ".join(f"{k}={v}" for k, v in spec.configs().items())
+        table.add_row(name, str(spec.partitions), configs, spec.purpose)
+    out.print(table)
+
+
+def _parse_attrs(attrs: list[str]) -> dict[str, str | int | float | bool | None]:
+    parsed: dict[str, str | int | float | bool | None] = {}
+    for item in attrs:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"--attr expects KEY=VALUE, got {item!r}")
+        parsed[key] = value
+    return parsed
+
+
+@app.command()
+def submit(
+    paths: Annotated[list[Path], typer.Argument(help="Images, PDFs or folders (recursive).")],
+    operation: Annotated[Operation, typer.Option()] = Operation.process,
+    auto_rotate: Annotated[bool, typer.Option("--auto-rotate/--no-auto-rotate")] = True,
+    backend: Annotated[Backend, typer.Option()] = Backend.auto,
+    document_type: Annotated[DocumentType | None, typer.Option()] = None,
+    max_pages: Annotated[int, typer.Option(min=1)] = 10,
+    dpi: Annotated[int, typer.Option(min=72, max=400)] = 150,
+    doc_id: Annotated[str | None, typer.Option(help="Only with a single file.")] = None,
+    callback: Annotated[str | None, typer.Option(help="Webhook URL for the result.")] = None,
+    attr: Annotated[list[str] | None, typer.Option(help="KEY=VALUE, repeatable.")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Publish documents to docs.raw."""
+    s = _settings()
+    options = Options(
+        auto_rotate=auto_rotate,
+        backend=backend,
+        document_type=document_type,
+        max_pages=max_pages,
+        dpi=dpi,
+    )
+    try:
+        files = submit_mod.discover(paths)
+    except submit_mod.SubmitError as exc:
+        err.print(str(exc), style="red", markup=False, highlight=False)
+        raise typer.Exit(2) from exc
+    with Progress(
+        TextColumn("submitting"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=err,
+        disable=as_json,
+    ) as bar:
+        task = bar.add_task("submit", total=len(files))
+        try:
+            subs = submit_mod.submit_paths(
+                s,
+                files,
+                operation=operation,
+                options=options,
+                doc_id=doc_id,
+                callback=callback,
+                attributes=_parse_attrs(attr or []),
+                on_each=lambda _: bar.advance(task),
+            )
+        except (submit_mod.SubmitError, RecordError) as exc:
+            err.print(str(exc), style="red", markup=False, highlight=False)
+            raise typer.Exit(1) from exc
+    if as_json:
+        rows = [
+            {"path": str(x.path), "doc_id": x.doc_id, "size_bytes": x.size_bytes, "via": x.via}
+            for x in subs
+        ]
+        out.print_json(json.dumps(rows))
+        return
+    table = Table("doc_id", "bytes", "via", "file")
+    for x in subs:
+        table.add_row(x.doc_id, str(x.size_bytes), x.via, str(x.path))
+    out.print(table)
+    out.print(f"{len(subs)} documents submitted to {Topology(s.topics.prefix).name(RAW)}")
+
+
+@app.command()
+def lag(
+    group: Annotated[list[str] | None, typer.Option("--group", "-g")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Committed offset, log-end offset and lag per group, topic and partition."""
+    groups = lag_mod.all_lag(kafka.admin(_settings().kafka), group)
+    if as_json:
+        out.print_json(json.dumps([g.as_dict() for g in groups]))
+        return
+    for g in groups:
+        table = Table(
+            "topic",
+            "partition",
+            "committed",
+            "log end",
+            "lag",
+            "consumer",
+            title=f"group {g.group} ({g.state}), total lag {g.total_lag}",
+        )
+        for p in g.partitions:
+            dash = "-"
+            table.add_row(
+                p.topic,
+                str(p.partition),
+                dash if p.committed is None else str(p.committed),
+                str(p.log_end),
+                dash if p.lag is None else str(p.lag),
+                p.consumer_id or dash,
+            )
+        out.print(table)
+    if not groups:
+        out.print("no consumer groups")
+
+
+@app.command()
+def up(
+    samples: Annotated[int, typer.Option(help="Sample documents to generate and submit.")] = 8,
+    detach: Annotated[bool, typer.Option(help="Return instead of waiting for Ctrl-C.")] = False,
+) -> None:
+    """Run the local pipeline: broker, topics, and sample documents submitted."""
+    s = _settings()
+    started_here = broker_mod.status(s.broker) is None
+    broker_start()
+    topics_apply_cmd()
+    from synth.dataset import write_dataset
+
+    with tempfile.TemporaryDirectory(prefix="pagestream-samples-") as tmp:
+        write_dataset(Path(tmp), n=samples, seed=7)
+        subs = submit_mod.submit_paths(s, [Path(tmp)], operation=Operation.process)
+    out.print(
+        f"{len(subs)} sample documents submitted "
+        f"({sum(x.via == 'blob' for x in subs)} through the blob store)"
+    )
+    lag_mod_end = kafka.admin(s.kafka)
+    raw = Topology(s.topics.prefix).name(RAW)
+    md = lag_mod_end.list_topics(raw, timeout=10).topics[raw]
+    out.print(f"{raw}: {len(md.partitions)} partitions; `pagestream lag` shows consumer lag")
+    if detach:
+        return
+    out.print("running; Ctrl-C stops" + (" the broker" if started_here else ""))
+    stop = False
+
+    def _on_signal(*_: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+    while not stop:
+        time.sleep(0.5)
+    if started_here:
+        broker_mod.stop(s.broker)
+        out.print("broker stopped")

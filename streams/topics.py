@@ -1,0 +1,102 @@
+"""Every topic of the pipeline: the single source of truth for names and configs.
+
+Facts topics say what happened; work topics say what the GPU node must do.
+Every record is keyed by doc_id, so all pages of a document share a partition
+of each topic. `pagestream topics apply` makes a cluster match this file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+_HOUR_MS = 3_600_000
+_DAY_MS = 24 * _HOUR_MS
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    base: str
+    partitions: int
+    purpose: str
+    retention_ms: int = 3 * _DAY_MS
+    cleanup_policy: str = "delete"
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def configs(self) -> dict[str, str]:
+        """The topic-level configs `apply` enforces (others are left alone)."""
+        conf = {"cleanup.policy": self.cleanup_policy, **self.extra}
+        if self.cleanup_policy == "delete":
+            conf["retention.ms"] = str(self.retention_ms)
+        return conf
+
+
+RAW = TopicSpec("docs.raw", 6, "DocumentSubmitted from producers", retention_ms=7 * _DAY_MS)
+
+GPU_ORIENT = TopicSpec("gpu.orient", 6, "PageState work: detect and correct rotation")
+GPU_CLASSIFY = TopicSpec("gpu.classify", 6, "PageState work: classify the document type")
+GPU_EXTRACT = TopicSpec("gpu.extract", 6, "PageState work: extract typed fields")
+GPU_OCR = TopicSpec("gpu.ocr", 6, "PageState work: full-page OCR")
+
+ORIENTED = TopicSpec("docs.oriented", 6, "PageState facts: orientation done")
+CLASSIFIED = TopicSpec("docs.classified", 6, "PageState facts: classification done")
+EXTRACTED = TopicSpec("docs.extracted", 6, "PageState facts: extraction done")
+RECOGNIZED = TopicSpec("docs.recognized", 6, "PageState facts: OCR done")
+
+PAGES_DONE = TopicSpec("docs.pages.done", 6, "PageState: every stage of the page done")
+RESULTS = TopicSpec(
+    "docs.results",
+    6,
+    "DocumentResult per doc_id (compacted: the latest result per document is kept)",
+    cleanup_policy="compact",
+    # Let consumers see a result for a while before compaction may drop an older
+    # duplicate; tombstones (deletions) are kept a day for slow readers.
+    extra={"min.compaction.lag.ms": str(_HOUR_MS), "delete.retention.ms": str(_DAY_MS)},
+)
+DLQ = TopicSpec(
+    "docs.dlq", 3, "Dead letters: original key/value plus error headers", retention_ms=30 * _DAY_MS
+)
+
+ALL: tuple[TopicSpec, ...] = (
+    RAW,
+    GPU_ORIENT,
+    GPU_CLASSIFY,
+    GPU_EXTRACT,
+    GPU_OCR,
+    ORIENTED,
+    CLASSIFIED,
+    EXTRACTED,
+    RECOGNIZED,
+    PAGES_DONE,
+    RESULTS,
+    DLQ,
+)
+
+# Stage name -> the work topic the GPU node consumes and the facts topic it writes.
+WORK_BY_STAGE: dict[str, TopicSpec] = {
+    "orient": GPU_ORIENT,
+    "classify": GPU_CLASSIFY,
+    "extract": GPU_EXTRACT,
+    "ocr": GPU_OCR,
+}
+FACTS_BY_STAGE: dict[str, TopicSpec] = {
+    "orient": ORIENTED,
+    "classify": CLASSIFIED,
+    "extract": EXTRACTED,
+    "ocr": RECOGNIZED,
+}
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Topic names on one cluster: the specs above behind an optional prefix
+    (one cluster can host several pipelines, and tests isolate themselves)."""
+
+    prefix: str = ""
+
+    def name(self, spec: TopicSpec) -> str:
+        return f"{self.prefix}{spec.base}"
+
+    def specs(self) -> Iterator[tuple[str, TopicSpec]]:
+        for spec in ALL:
+            yield self.name(spec), spec

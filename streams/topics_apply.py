@@ -1,0 +1,136 @@
+"""Make a cluster's topics match `streams.topics`, idempotently.
+
+Creates missing topics, raises partition counts (Kafka cannot lower them, so a
+topic with more partitions than declared is reported, not touched) and sets the
+declared configs with incremental alter (configs we do not declare are left as
+the operator set them).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+)
+
+from streams.topics import Topology
+
+_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Change:
+    topic: str
+    action: str  # created | partitions | config | warning
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.topic}: {self.action} {self.detail}"
+
+
+def apply(admin: AdminClient, topology: Topology, replication_factor: int = 1) -> list[Change]:
+    existing = admin.list_topics(timeout=_TIMEOUT_S).topics
+    changes: list[Change] = []
+    to_create: list[NewTopic] = []
+    to_grow: list[NewPartitions] = []
+    to_check: list[str] = []
+    for name, spec in topology.specs():
+        meta = existing.get(name)
+        if meta is None:
+            to_create.append(
+                NewTopic(name, spec.partitions, replication_factor, config=spec.configs())
+            )
+            changes.append(
+                Change(name, "created", f"{spec.partitions} partitions {spec.configs()}")
+            )
+            continue
+        to_check.append(name)
+        have = len(meta.partitions)
+        if have < spec.partitions:
+            to_grow.append(NewPartitions(name, spec.partitions))
+            changes.append(Change(name, "partitions", f"{have} -> {spec.partitions}"))
+        elif have > spec.partitions:
+            changes.append(
+                Change(
+                    name,
+                    "warning",
+                    f"has {have} partitions, declared {spec.partitions}; "
+                    "Kafka cannot reduce partitions, left as is",
+                )
+            )
+    changes = _create(admin, to_create, changes)
+    if to_grow:
+        for fut in admin.create_partitions(to_grow, operation_timeout=_TIMEOUT_S).values():
+            fut.result()
+    changes.extend(_align_configs(admin, topology, to_check))
+    # Creation and partition growth reach the brokers' metadata asynchronously;
+    # return only once they are visible, so the next `apply` sees a settled state.
+    _await_visible(
+        admin,
+        {t.topic: t.num_partitions for t in to_create}
+        | {p.topic: p.new_total_count for p in to_grow},
+    )
+    return changes
+
+
+def _await_visible(admin: AdminClient, want: dict[str, int]) -> None:
+    deadline = time.monotonic() + _TIMEOUT_S
+    while want:
+        topics = admin.list_topics(timeout=_TIMEOUT_S).topics
+        want = {n: p for n, p in want.items() if n not in topics or len(topics[n].partitions) < p}
+        if want and time.monotonic() > deadline:
+            raise TimeoutError(f"topics not visible after {_TIMEOUT_S}s: {sorted(want)}")
+        if want:
+            time.sleep(0.1)
+
+
+def _create(admin: AdminClient, topics: list[NewTopic], changes: list[Change]) -> list[Change]:
+    if not topics:
+        return changes
+    raced = set()
+    for name, fut in admin.create_topics(topics, operation_timeout=_TIMEOUT_S).items():
+        try:
+            fut.result()
+        except KafkaException as exc:
+            # Another `apply` (or metadata not yet propagated) won the race: the
+            # topic exists but was not checked this run.
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+            raced.add(name)
+    return [c for c in changes if c.topic not in raced] + [
+        Change(n, "warning", "created concurrently by someone else; run apply again to check it")
+        for n in sorted(raced)
+    ]
+
+
+def _align_configs(admin: AdminClient, topology: Topology, names: list[str]) -> list[Change]:
+    if not names:
+        return []
+    declared = {topology.name(spec): spec.configs() for _, spec in topology.specs()}
+    resources = [ConfigResource(ResourceType.TOPIC, n) for n in names]
+    current = {res.name: fut.result() for res, fut in admin.describe_configs(resources).items()}
+    alters: list[ConfigResource] = []
+    changes: list[Change] = []
+    for name in names:
+        entries = []
+        for key, want in declared[name].items():
+            entry = current[name].get(key)
+            have = entry.value if entry is not None else None
+            if have != want:
+                entries.append(ConfigEntry(key, want, incremental_operation=AlterConfigOpType.SET))
+                changes.append(Change(name, "config", f"{key}: {have} -> {want}"))
+        if entries:
+            alters.append(ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries))
+    if alters:
+        for fut in admin.incremental_alter_configs(alters).values():
+            fut.result()
+    return changes

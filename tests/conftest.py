@@ -1,0 +1,104 @@
+"""Session fixtures: one real Apache Kafka broker for the whole run.
+
+The broker is the project's own embedded KRaft node on free ports in a temp
+folder, unless PAGESTREAM_TEST_BOOTSTRAP names an existing cluster. Each test
+gets its own topic prefix, so tests never see each other's records.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import NewTopic
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from streams import broker, kafka
+from streams.settings import BlobSettings, BrokerSettings, KafkaSettings, Settings, TopicSettings
+
+
+class _TestEnv(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PAGESTREAM_TEST_")
+    bootstrap: str | None = None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def broker_settings(tmp_path_factory: pytest.TempPathFactory) -> BrokerSettings:
+    return BrokerSettings(
+        port=_free_port(),
+        controller_port=_free_port(),
+        data_dir=tmp_path_factory.mktemp("broker"),
+        heap="768m",
+    )
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(broker_settings: BrokerSettings) -> Iterator[str]:
+    external = _TestEnv().bootstrap
+    if external:
+        yield external
+        return
+    info = broker.start(broker_settings)
+    try:
+        yield info.bootstrap
+    finally:
+        broker.stop(broker_settings)
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"t{uuid.uuid4().hex[:10]}."
+
+
+@pytest.fixture
+def settings(kafka_bootstrap: str, prefix: str, tmp_path: Path) -> Settings:
+    return Settings(
+        kafka=KafkaSettings(bootstrap_servers=kafka_bootstrap),
+        topics=TopicSettings(prefix=prefix),
+        blobs=BlobSettings(root=str(tmp_path / "blobs"), inline_limit_bytes=64 * 1024),
+    )
+
+
+@pytest.fixture
+def cli_env(settings: Settings, broker_settings: BrokerSettings,
+            monkeypatch: pytest.MonkeyPatch) -> Settings:  # fmt: skip
+    """Point the `pagestream` CLI (which reads PAGESTREAM_* env) at the test cluster."""
+    env = {
+        "PAGESTREAM_KAFKA__BOOTSTRAP_SERVERS": settings.kafka.bootstrap_servers,
+        "PAGESTREAM_TOPICS__PREFIX": settings.topics.prefix,
+        "PAGESTREAM_BLOBS__ROOT": settings.blobs.root,
+        "PAGESTREAM_BLOBS__INLINE_LIMIT_BYTES": str(settings.blobs.inline_limit_bytes),
+        "PAGESTREAM_BROKER__DATA_DIR": str(broker_settings.data_dir),
+        "PAGESTREAM_BROKER__PORT": str(broker_settings.port),
+        "PAGESTREAM_BROKER__CONTROLLER_PORT": str(broker_settings.controller_port),
+    }
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    return settings
+
+
+@pytest.fixture
+def make_topic(settings: Settings) -> Callable[[str, int], str]:
+    """Create a topic and wait until the broker's metadata shows it."""
+    admin = kafka.admin(settings.kafka)  # kept alive: futures die with their client
+
+    def create(name: str, partitions: int = 1) -> str:
+        admin.create_topics([NewTopic(name, partitions, 1)])[name].result()
+        for _ in range(100):
+            md = admin.list_topics(timeout=10).topics.get(name)
+            if md is not None and len(md.partitions) == partitions:
+                return name
+            time.sleep(0.1)
+        raise TimeoutError(name)
+
+    return create

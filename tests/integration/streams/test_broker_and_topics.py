@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka.admin import ConfigResource, NewTopic, ResourceType
+from typer.testing import CliRunner
+
+from streams import broker, kafka, topics_apply
+from streams.cli import app
+from streams.settings import BrokerSettings, Settings
+from streams.topics import ALL, DLQ, RAW, RESULTS, Topology
+
+pytestmark = pytest.mark.kafka
+
+
+def test_broker_status_names_version_and_bootstrap(
+    cli_env: Settings, broker_settings: BrokerSettings
+) -> None:
+    result = CliRunner().invoke(app, ["broker", "status"])
+    assert result.exit_code == 0, result.output
+    assert f"Apache Kafka {broker.kafka_version(broker_settings)}" in result.output
+    assert f"bootstrap 127.0.0.1:{broker_settings.port}" in result.output
+
+
+def test_broker_start_is_a_no_op_when_running(
+    kafka_bootstrap: str, broker_settings: BrokerSettings
+) -> None:
+    before = broker.status(broker_settings)
+    assert before is not None
+    assert broker.start(broker_settings).pid == before.pid
+
+
+def test_apply_creates_every_declared_topic_then_changes_nothing(settings: Settings) -> None:
+    admin = kafka.admin(settings.kafka)
+    topology = Topology(settings.topics.prefix)
+    first = topics_apply.apply(admin, topology)
+    assert {c.topic for c in first if c.action == "created"} == {topology.name(s) for s in ALL}
+
+    md = admin.list_topics(timeout=10).topics
+    for spec in ALL:
+        assert len(md[topology.name(spec)].partitions) == spec.partitions
+    res = ConfigResource(ResourceType.TOPIC, topology.name(RESULTS))
+    conf = admin.describe_configs([res])[res].result()
+    assert conf["cleanup.policy"].value == "compact"
+    res = ConfigResource(ResourceType.TOPIC, topology.name(DLQ))
+    assert admin.describe_configs([res])[res].result()["retention.ms"].value == str(
+        DLQ.retention_ms
+    )
+
+    assert topics_apply.apply(admin, topology) == []
+
+
+def test_apply_raises_partitions_and_restores_drifted_config(settings: Settings) -> None:
+    admin = kafka.admin(settings.kafka)
+    topology = Topology(settings.topics.prefix)
+    raw = topology.name(RAW)
+    drifted = NewTopic(raw, 2, 1, config={"cleanup.policy": "compact"})
+    admin.create_topics([drifted])[raw].result()
+    while raw not in admin.list_topics(timeout=10).topics:  # metadata propagates async
+        time.sleep(0.1)
+
+    changes = topics_apply.apply(admin, topology)
+
+    mine = [str(c) for c in changes if c.topic == raw]
+    assert f"{raw}: partitions 2 -> {RAW.partitions}" in mine
+    assert f"{raw}: config cleanup.policy: compact -> delete" in mine
+    assert len(admin.list_topics(raw, timeout=10).topics[raw].partitions) == RAW.partitions
+    assert topics_apply.apply(admin, topology) == []
+
+
+def test_topics_apply_cli_reports_then_says_nothing_changed(cli_env: Settings) -> None:
+    runner = CliRunner()
+    first = runner.invoke(app, ["topics", "apply"])
+    assert first.exit_code == 0, first.output
+    assert "created" in first.output
+    second = runner.invoke(app, ["topics", "apply"])
+    assert second.exit_code == 0, second.output
+    assert "nothing changed" in second.output

@@ -1,0 +1,114 @@
+"""`pagestream lag` must print the numbers Kafka's own tool prints."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+from confluent_kafka import TopicPartition
+from typer.testing import CliRunner
+
+from streams import broker, kafka, lag
+from streams.cli import app
+from streams.settings import BrokerSettings, Settings
+
+pytestmark = pytest.mark.kafka
+
+Row = tuple[str, int, int | None, int, int | None]
+
+
+def _reference(broker_settings: BrokerSettings, bootstrap: str, group: str) -> set[Row]:
+    """Rows of `kafka-consumer-groups --describe` (Apache Kafka's own tool)."""
+    proc = broker.run_tool(
+        broker_settings,
+        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+        "--bootstrap-server",
+        bootstrap,
+        "--describe",
+        "--group",
+        group,
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = set()
+    for line in proc.stdout.splitlines():
+        cols = line.split()
+        if len(cols) >= 6 and cols[0] == group:
+
+            def num(x: str) -> int | None:
+                return None if x == "-" else int(x)
+
+            rows.add((cols[1], int(cols[2]), num(cols[3]), int(cols[4]), num(cols[5])))
+    return rows
+
+
+def _ours(settings: Settings, group: str) -> set[Row]:
+    g = lag.group_lag(kafka.admin(settings.kafka), group)
+    return {(p.topic, p.partition, p.committed, p.log_end, p.lag) for p in g.partitions}
+
+
+def test_lag_equals_kafka_consumer_groups_describe(
+    settings: Settings,
+    broker_settings: BrokerSettings,
+    make_topic: Callable[[str, int], str],
+    prefix: str,
+) -> None:
+    topic_a, topic_b = make_topic(f"{prefix}lag.a", 3), make_topic(f"{prefix}lag.b", 2)
+    prod = kafka.producer(settings.kafka)
+    for i in range(50):
+        prod.produce(topic_a, key=f"k{i}".encode(), value=b"x", partition=i % 3)
+    for _ in range(7):
+        prod.produce(topic_b, value=b"y", partition=0)
+    assert prod.flush(30) == 0
+
+    # A group that read part of each log and committed where it stopped.
+    group = f"{prefix}group"
+    cons = kafka.consumer(settings.kafka, group)
+    commits = [
+        TopicPartition(topic_a, 0, 5),
+        TopicPartition(topic_a, 1, 17),
+        TopicPartition(topic_a, 2, 0),
+        TopicPartition(topic_b, 0, 7),
+    ]
+    cons.commit(offsets=commits, asynchronous=False)
+    cons.close()
+
+    ours = _ours(settings, group)
+    reference = _reference(broker_settings, settings.kafka.bootstrap_servers, group)
+    assert ours == reference
+    assert len(ours) == 4
+    assert sum(r[4] or 0 for r in ours) == (17 - 5) + (17 - 17) + (16 - 0) + (7 - 7)
+
+    # With a live member the assigned-but-uncommitted partition (topic_b/1) appears as "-".
+    live = kafka.consumer(settings.kafka, group)
+    live.subscribe([topic_a, topic_b])
+    for _ in range(100):
+        live.poll(0.2)
+        if len(live.assignment()) == 5:
+            break
+    try:
+        ours = _ours(settings, group)
+        assert (topic_b, 1, None, 0, None) in ours
+        assert ours == _reference(broker_settings, settings.kafka.bootstrap_servers, group)
+    finally:
+        live.close()
+
+
+def test_lag_cli_json_totals(
+    cli_env: Settings, make_topic: Callable[[str, int], str], prefix: str
+) -> None:
+    topic = make_topic(f"{prefix}lag.cli", 1)
+    prod = kafka.producer(cli_env.kafka)
+    for _ in range(9):
+        prod.produce(topic, value=b"z")
+    assert prod.flush(30) == 0
+    group = f"{prefix}cli"
+    cons = kafka.consumer(cli_env.kafka, group)
+    cons.commit(offsets=[TopicPartition(topic, 0, 4)], asynchronous=False)
+    cons.close()
+
+    result = CliRunner().invoke(app, ["lag", "--group", group, "--json"])
+    assert result.exit_code == 0, result.output
+    (g,) = json.loads(result.output)
+    assert g["total_lag"] == 5
+    assert g["partitions"][0]["log_end"] == 9
