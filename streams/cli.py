@@ -146,6 +146,66 @@ def synth(
     )
 
 
+@app.command("train-classifier")
+def train_classifier(
+    data: Annotated[Path, typer.Option(help="Folder per class: DATA/<document_type>/*.jpg")],
+    out_path: Annotated[Path, typer.Option("--out")],
+    arch: Annotated[str, typer.Option()] = "efficientnet_b0",
+    epochs: Annotated[int, typer.Option(min=1)] = 8,
+    input_size: Annotated[int, typer.Option(min=32)] = 160,
+    batch_size: Annotated[int, typer.Option(min=1)] = 32,
+    seed: Annotated[int, typer.Option()] = 0,
+    threads: Annotated[int | None, typer.Option(help="Default: one per core.")] = None,
+) -> None:
+    """Train the document-type classifier (needs the `models` extra)."""
+    from gpu_node.training import train
+
+    logging.getLogger("gpu_node").setLevel(logging.INFO)
+    report = train(
+        data,
+        out_path,
+        arch=arch,
+        epochs=epochs,
+        input_size=input_size,
+        batch_size=batch_size,
+        seed=seed,
+        threads=threads,
+    )
+    out.print(
+        f"validation accuracy {report.accuracy:.4f} on {report.n_val} images "
+        f"({report.n_train} trained, {report.epochs} epochs, {report.seconds:.0f}s)"
+    )
+    out.print(report.format_confusion(), markup=False, highlight=False)
+    out.print(f"checkpoint: {out_path}")
+
+
+@app.command("eval")
+def eval_models(
+    n: Annotated[int, typer.Option("--n", min=8)] = 80,
+    seed: Annotated[int, typer.Option(help="Use a seed training never saw.")] = 1001,
+    width: Annotated[int, typer.Option(min=160)] = 960,
+) -> None:
+    """Accuracy and pages/s of the model set on fresh held-out synthetic pages."""
+    from gpu_node.evaluate import evaluate
+    from gpu_node.registry import ModelRegistry
+    from gpu_node.settings import GpuNodeSettings
+
+    logging.getLogger("gpu_node").setLevel(logging.INFO)
+    r = evaluate(ModelRegistry(GpuNodeSettings().models), n=n, seed=seed, width=width)
+    table = Table(
+        "measure",
+        "value",
+        title=f"{r.n_pages} pages, seed {r.seed}, width {r.width}px, all four rotations",
+    )
+    table.add_row("orientation accuracy", f"{r.orientation_accuracy:.3f}")
+    table.add_row("classifier accuracy (after orientation)", f"{r.classifier_accuracy:.3f}")
+    for name, (hits, total) in r.field_matches.items():
+        table.add_row(f"rules exact match: {name}", f"{hits / max(total, 1):.3f} ({hits}/{total})")
+    for name, (b1, b16) in r.throughput.items():
+        table.add_row(f"{name} pages/s batch 1 / 16", f"{b1:.2f} / {b16:.2f}")
+    out.print(table)
+
+
 def _parse_attrs(attrs: list[str]) -> dict[str, str | int | float | bool | None]:
     parsed: dict[str, str | int | float | bool | None] = {}
     for item in attrs:

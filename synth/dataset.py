@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from schemas import DocumentType
 from synth.degrade import save_jpeg
-from synth.doctypes import DEFAULT_WIDTH, DOC_TYPES, ROTATIONS, DocType, SyntheticDoc
+from synth.doctypes import DEFAULT_WIDTH, DOC_TYPES, ROTATIONS, SyntheticDoc
 from synth.pdf import generate_pdf
 from synth.render import render_document
 
@@ -44,8 +45,8 @@ def doc_rng(seed: int, index: int) -> random.Random:
     return random.Random(f"pagestream-synth:doc:{seed}:{index}")  # noqa: S311 - test data
 
 
-def _check(doc_types: Sequence[DocType | str], rotations: Sequence[int]) -> list[DocType]:
-    types = [DocType(t) for t in doc_types]
+def _check(doc_types: Sequence[DocumentType | str], rotations: Sequence[int]) -> list[DocumentType]:
+    types = [DocumentType(t) for t in doc_types]
     if not types:
         raise ValueError("doc_types must not be empty")
     if not rotations or any(r not in ROTATIONS for r in rotations):
@@ -57,7 +58,7 @@ def generate(
     seed: int,
     n: int,
     *,
-    doc_types: Sequence[DocType | str] = DOC_TYPES,
+    doc_types: Sequence[DocumentType | str] = DOC_TYPES,
     rotations: Sequence[int] = ROTATIONS,
     width: int = DEFAULT_WIDTH,
     degraded: bool = True,
@@ -99,7 +100,7 @@ def write_dataset(
     n: int,
     seed: int,
     *,
-    doc_types: Sequence[DocType | str] = DOC_TYPES,
+    doc_types: Sequence[DocumentType | str] = DOC_TYPES,
     rotations: Sequence[int] = ROTATIONS,
     width: int = DEFAULT_WIDTH,
     n_pdfs: int = 3,

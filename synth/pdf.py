@@ -11,14 +11,15 @@ from typing import Any
 import pymupdf
 from PIL import Image
 
+from schemas import DocumentType
 from synth.degrade import save_jpeg
-from synth.doctypes import DEFAULT_WIDTH, ID_DOC_TYPES, ROTATIONS, DocType, SyntheticDoc
+from synth.doctypes import DEFAULT_WIDTH, ID_DOC_TYPES, ROTATIONS, SyntheticDoc
 from synth.fields import random_person
 from synth.render import render_document
 
 DEFAULT_DPI = 150
 PDF_JPEG_QUALITY = 90
-_NON_ID = (DocType.INVOICE, DocType.LETTER)
+_NON_ID = (DocumentType.invoice, DocumentType.letter)
 
 
 def images_to_pdf(
@@ -40,7 +41,7 @@ def images_to_pdf(
     return data
 
 
-def _bundle(rng: random.Random, n_pages: int) -> list[DocType]:
+def _bundle(rng: random.Random, n_pages: int) -> list[DocumentType]:
     # A typical upload: both sides of one ID, then supporting documents.
     kind = rng.randrange(len(ID_DOC_TYPES) // 2)
     pages = [ID_DOC_TYPES[2 * kind], ID_DOC_TYPES[2 * kind + 1]]
@@ -53,7 +54,7 @@ def generate_pdf(
     n_pages: int = 3,
     *,
     index: int = 0,
-    page_types: Sequence[DocType | str] | None = None,
+    page_types: Sequence[DocumentType | str] | None = None,
     rotations: Sequence[int] = ROTATIONS,
     width: int = DEFAULT_WIDTH,
     degraded: bool = True,
@@ -72,7 +73,7 @@ def generate_pdf(
         raise ValueError("rotations must not be empty")
     rng = random.Random(f"pagestream-synth:pdf:{seed}:{index}")  # noqa: S311 - test data
     if page_types:
-        types = [DocType(page_types[i % len(page_types)]) for i in range(n_pages)]
+        types = [DocumentType(page_types[i % len(page_types)]) for i in range(n_pages)]
     else:
         types = _bundle(rng, n_pages)
     person = random_person(rng)
@@ -96,7 +97,7 @@ def write_pdf(
     n_pages: int = 3,
     *,
     index: int = 0,
-    page_types: Sequence[DocType | str] | None = None,
+    page_types: Sequence[DocumentType | str] | None = None,
     rotations: Sequence[int] = ROTATIONS,
     width: int = DEFAULT_WIDTH,
     degraded: bool = True,

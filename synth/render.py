@@ -5,13 +5,13 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+from schemas import DocumentType
 from synth import cards, paper
 from synth.degrade import Degradation, degrade, rotate
 from synth.doctypes import (
     DEFAULT_WIDTH,
     FIELDS_BY_DOC_TYPE,
     ROTATIONS,
-    DocType,
     SyntheticDoc,
     upright_size,
 )
@@ -20,34 +20,34 @@ from synth.fields import Person, random_person
 
 Layout = Callable[[Canvas, Person], None]
 
-LAYOUTS: dict[DocType, Layout] = {
-    DocType.RG_FRONT: cards.rg_front,
-    DocType.RG_BACK: cards.rg_back,
-    DocType.CNH_FRONT: cards.cnh_front,
-    DocType.CNH_BACK: cards.cnh_back,
-    DocType.CIN_FRONT: cards.cin_front,
-    DocType.CIN_BACK: cards.cin_back,
-    DocType.INVOICE: paper.invoice,
-    DocType.LETTER: paper.letter,
+LAYOUTS: dict[DocumentType, Layout] = {
+    DocumentType.rg_front: cards.rg_front,
+    DocumentType.rg_back: cards.rg_back,
+    DocumentType.cnh_front: cards.cnh_front,
+    DocumentType.cnh_back: cards.cnh_back,
+    DocumentType.cin_front: cards.cin_front,
+    DocumentType.cin_back: cards.cin_back,
+    DocumentType.invoice: paper.invoice,
+    DocumentType.letter: paper.letter,
 }
 
 # Paper colour before texture; the rng tints it a little per document.
-BACKGROUNDS: dict[DocType, RGB] = {
-    DocType.RG_FRONT: (224, 237, 216),
-    DocType.RG_BACK: (232, 240, 224),
-    DocType.CNH_FRONT: (234, 240, 210),
-    DocType.CNH_BACK: (238, 242, 218),
-    DocType.CIN_FRONT: (234, 242, 250),
-    DocType.CIN_BACK: (238, 244, 250),
-    DocType.INVOICE: (251, 251, 248),
-    DocType.LETTER: (252, 251, 247),
+BACKGROUNDS: dict[DocumentType, RGB] = {
+    DocumentType.rg_front: (224, 237, 216),
+    DocumentType.rg_back: (232, 240, 224),
+    DocumentType.cnh_front: (234, 240, 210),
+    DocumentType.cnh_back: (238, 242, 218),
+    DocumentType.cin_front: (234, 242, 250),
+    DocumentType.cin_back: (238, 244, 250),
+    DocumentType.invoice: (251, 251, 248),
+    DocumentType.letter: (252, 251, 247),
 }
 
 MIN_WIDTH = 64
 
 
 def render_document(
-    doc_type: DocType | str,
+    doc_type: DocumentType | str,
     rng: random.Random,
     *,
     width: int = DEFAULT_WIDTH,
@@ -62,7 +62,7 @@ def render_document(
     identity; a new one is drawn otherwise. `degraded=False` skips blur,
     noise and JPEG artefacts (the rotation is still applied).
     """
-    doc_type = DocType(doc_type)
+    doc_type = DocumentType(doc_type)
     if rotation not in ROTATIONS:
         raise ValueError(f"rotation must be one of {ROTATIONS}, got {rotation}")
     if width < MIN_WIDTH:

@@ -1,0 +1,60 @@
+"""The model set of one process: each model loaded once, on first use, and shared.
+
+The EasyOCR reader serves orientation, OCR and the rules extractor; loading it
+twice would double memory and start-up time for nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from functools import cached_property
+from typing import Any
+
+from gpu_node.classifier import Classifier
+from gpu_node.device import DeviceChoice, select_device
+from gpu_node.extraction.rules import RulesExtractor
+from gpu_node.ocr import OcrEngine, load_reader
+from gpu_node.orientation import Orienter
+from gpu_node.settings import ModelSettings
+
+log = logging.getLogger(__name__)
+
+
+class ModelRegistry:
+    def __init__(self, settings: ModelSettings) -> None:
+        self.settings = settings
+        self.device: DeviceChoice = select_device(settings.device)
+
+    @cached_property
+    def reader(self) -> Any:
+        return load_reader(self.settings, self.device)
+
+    @cached_property
+    def ocr(self) -> OcrEngine:
+        return OcrEngine(self.reader)
+
+    @cached_property
+    def orienter(self) -> Orienter:
+        return Orienter(self.reader)
+
+    @cached_property
+    def classifier(self) -> Classifier:
+        started = time.perf_counter()
+        path = self.settings.classifier_checkpoint
+        model = Classifier.load(path, self.device)
+        log.info(
+            "classifier loaded: arch=%s labels=%d input=%dpx from %s on %s (%s) in %.1fs",
+            model.arch,
+            len(model.labels),
+            model.input_size,
+            path,
+            self.device.device,
+            self.device.dtype,
+            time.perf_counter() - started,
+        )
+        return model
+
+    @cached_property
+    def rules(self) -> RulesExtractor:
+        return RulesExtractor(self.ocr)

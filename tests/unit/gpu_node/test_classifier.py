@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpu_node.classifier import Classifier
+from gpu_node.device import select_device
+from gpu_node.settings import ModelSettings
+from schemas import DocumentType
+from synth.dataset import generate
+
+HELD_OUT_SEED = 2024  # the shipped checkpoint was trained on seed 1
+
+
+@pytest.fixture(scope="module")
+def classifier() -> Classifier:
+    return Classifier.load(ModelSettings().classifier_checkpoint, select_device("cpu"))
+
+
+@pytest.fixture(scope="module")
+def held_out() -> tuple[list[np.ndarray], list[str]]:
+    docs = list(generate(HELD_OUT_SEED, 40, rotations=(0,), width=480))
+    return [np.asarray(d.image.convert("RGB")) for d in docs], [d.doc_type for d in docs]
+
+
+def test_checkpoint_describes_itself(classifier: Classifier) -> None:
+    assert classifier.arch == "efficientnet_b0"
+    assert set(classifier.labels) == set(DocumentType)
+    assert classifier.input_size > 0
+
+
+def test_accuracy_on_held_out_pages(
+    classifier: Classifier, held_out: tuple[list[np.ndarray], list[str]]
+) -> None:
+    images, truth = held_out
+    assert len(set(truth)) == len(DocumentType)  # every class is represented
+    predicted = [r.document_type for r in classifier.predict(images)]
+    accuracy = np.mean([p == t for p, t in zip(predicted, truth, strict=True)])
+    assert accuracy >= 0.95
+
+
+def test_batched_equals_one_at_a_time(
+    classifier: Classifier, held_out: tuple[list[np.ndarray], list[str]]
+) -> None:
+    images = held_out[0][:8]
+    batched = classifier.predict(images, batch_size=8)
+    single = [classifier.predict([im], batch_size=1)[0] for im in images]
+    for b, s in zip(batched, single, strict=True):
+        assert b.document_type == s.document_type
+        assert b.confidence == pytest.approx(s.confidence, abs=1e-4)
+        assert 0.0 <= b.confidence <= 1.0
+        assert sum(b.scores.values()) == pytest.approx(1.0, abs=1e-3)
