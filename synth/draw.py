@@ -344,6 +344,7 @@ class Canvas:
             return
         rng = self.rng
         h = self.design_height
+        step = max(10, round(6 / self.unit))  # ~6 px segments look smooth at any size
         for _ in range(waves):
             y0 = rng.uniform(0, h)
             amp = rng.uniform(8, 40)
@@ -351,7 +352,7 @@ class Canvas:
             phase = rng.uniform(0, 6.3)
             points = [
                 (self.px(x), self.px(y0 + amp * math.sin(phase + 2 * math.pi * x / period)))
-                for x in range(0, 1001, 10)
+                for x in range(0, 1001 + step, step)
             ]
             self.draw.line(points, fill=line_color, width=1)
 

@@ -186,10 +186,12 @@ def random_person(rng: random.Random) -> Person:
     issue_city, issue_uf = (birth_city, birth_uf) if rng.random() < 0.6 else rng.choice(CITIES)
 
     birth = random_date(rng, date(1950, 1, 1), add_years(REFERENCE_DATE, -19))
-    issue = random_date(rng, max(add_years(birth, 18), date(2012, 1, 1)), REFERENCE_DATE)
-    age_at_issue = (issue - birth).days // 365
-    # CNH rule of thumb: 10-year validity below 50, 5 years above.
-    expiry = add_years(issue, 10 if age_at_issue < 50 else 5)
+    # CNH rule of thumb: 10-year validity below 50, 5 years above. Issue dates
+    # fall inside the validity window so documents are current at REFERENCE_DATE.
+    years = 10 if add_years(birth, 50) > REFERENCE_DATE else 5
+    earliest = add_years(REFERENCE_DATE, -years) + timedelta(days=1)
+    issue = random_date(rng, max(add_years(birth, 18), earliest), REFERENCE_DATE)
+    expiry = add_years(issue, years)
 
     return Person(
         name=name,
