@@ -78,7 +78,8 @@ def evaluate(
         hits = sum(getattr(r.fields, name, None) == d.fields[name] for r, d in shown)
         report.field_matches[name] = (hits, len(shown))
 
-    report.throughput = _throughput(registry, upright[:speed_pages], pages[:speed_pages])
+    if speed_pages:
+        report.throughput = _throughput(registry, upright[:speed_pages], pages[:speed_pages])
     return report
 
 

@@ -184,6 +184,7 @@ def eval_models(
     n: Annotated[int, typer.Option("--n", min=8)] = 80,
     seed: Annotated[int, typer.Option(help="Use a seed training never saw.")] = 1001,
     width: Annotated[int, typer.Option(min=160)] = 960,
+    speed_pages: Annotated[int, typer.Option(help="Pages timed per model; 0 skips.")] = 16,
 ) -> None:
     """Accuracy and pages/s of the model set on fresh held-out synthetic pages."""
     from gpu_node.evaluate import evaluate
@@ -191,7 +192,8 @@ def eval_models(
     from gpu_node.settings import GpuNodeSettings
 
     logging.getLogger("gpu_node").setLevel(logging.INFO)
-    r = evaluate(ModelRegistry(GpuNodeSettings().models), n=n, seed=seed, width=width)
+    registry = ModelRegistry(GpuNodeSettings().models)
+    r = evaluate(registry, n=n, seed=seed, width=width, speed_pages=speed_pages)
     table = Table(
         "measure",
         "value",

@@ -13,7 +13,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date
 
 from pydantic import ValidationError
@@ -136,7 +136,7 @@ class FamilyRules:
     # "DOC. IDENTIDADE / ORG. EMISSOR / UF": one value, the RG number then its issuer.
     identity_labels: tuple[str, ...] = ()
     parents_labels: tuple[str, ...] = ("FILIACAO",)
-    extra_labels: tuple[str, ...] = field(default=())
+    extra_labels: tuple[str, ...] = ()
 
 
 _NAME = FieldRule("name", ("NOME",), parse_name)
@@ -185,6 +185,26 @@ FAMILY_RULES: dict[str, FamilyRules] = {
         extra_labels=("LOCAL DE EMISSAO", "ORGAO EXPEDIDOR"),
     ),
 }
+
+
+# ID pages that print the holder's birth date next to later dates (issue, expiry).
+BIRTH_DATE_PAGES = frozenset({DocumentType.rg_back, DocumentType.cnh_front, DocumentType.cin_front})
+# Issue and expiry dates lie at most 10 years apart; a birth date precedes them
+# by more. Below this gap the earliest date could be an issue date.
+MIN_BIRTH_GAP_YEARS = 12
+
+
+def _earliest_as_birth_date(text: str) -> str | None:
+    """When the labels are unreadable (small scans): the earliest date, if clearly a birth date.
+
+    Needs a second, much later date on the page, so a lone issue or expiry date
+    (the birth date itself misread) is never taken for it.
+    """
+    dates = sorted(set(find_dates(text)))
+    if len(dates) < 2:
+        return None
+    first, second = date.fromisoformat(dates[0]), date.fromisoformat(dates[1])
+    return dates[0] if (second - first).days >= MIN_BIRTH_GAP_YEARS * 365 else None
 
 
 @dataclass
@@ -248,8 +268,7 @@ def extract_fields(
             warnings.append(f"{rule.name}: label found but no readable value next to it")
 
     if rules.identity_labels:
-        ident, _ = lookup("_identity", lambda t: t if parse_rg_number(t) else None)
-        rg_number = parse_rg_number(ident) if ident is not None else None
+        rg_number, _ = lookup("_identity", parse_rg_number)
         if rg_number is not None:
             values["rg_number"] = rg_number
 
@@ -274,26 +293,6 @@ def extract_fields(
         if len(anywhere) == 1:
             values["cpf"] = anywhere[0]
     return _validated(fields_model_for(document_type), values, warnings), warnings
-
-
-# ID pages that print the holder's birth date next to later dates (issue, expiry).
-BIRTH_DATE_PAGES = frozenset({DocumentType.rg_back, DocumentType.cnh_front, DocumentType.cin_front})
-# Issue and expiry dates lie at most 10 years apart; a birth date precedes them
-# by more. Below this gap the earliest date could be an issue date.
-MIN_BIRTH_GAP_YEARS = 12
-
-
-def _earliest_as_birth_date(text: str) -> str | None:
-    """When the labels are unreadable (small scans): the earliest date, if clearly a birth date.
-
-    Needs a second, much later date on the page, so a lone issue or expiry date
-    (the birth date itself misread) is never taken for it.
-    """
-    dates = sorted(set(find_dates(text)))
-    if len(dates) < 2:
-        return None
-    first, second = date.fromisoformat(dates[0]), date.fromisoformat(dates[1])
-    return dates[0] if (second - first).days >= MIN_BIRTH_GAP_YEARS * 365 else None
 
 
 def _validated(
