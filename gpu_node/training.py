@@ -147,7 +147,7 @@ class _Augment:
         rng = self.rng
         img = ImageEnhance.Brightness(page).enhance(rng.uniform(0.75, 1.2))
         img = ImageEnhance.Contrast(img).enhance(rng.uniform(0.75, 1.2))
-        img = ImageEnhance.Color(img).enhance(rng.uniform(0.75, 1.25))
+        img = ImageEnhance.Color(img).enhance(rng.uniform(0.8, 1.2))
         if rng.random() < 0.35:
             img = img.filter(ImageFilter.GaussianBlur(rng.uniform(0.3, 1.6)))
         if rng.random() < 0.35:
@@ -155,7 +155,10 @@ class _Augment:
             img.save(buf, format="JPEG", quality=int(rng.integers(25, 90)))
             img = Image.open(buf).convert("RGB")
         canvas = letterbox(img, self.spec.input_size, self.spec.pad_rgb)
-        pixels = torch.from_numpy(canvas).permute(2, 0, 1)
+        # Geometry in "offset from the pad colour" space: torchvision blends border
+        # pixels with zeros before filling, which would draw a dark frame otherwise.
+        pad = torch.tensor(self.spec.pad_rgb, dtype=torch.float32).view(3, 1, 1)
+        pixels = torch.from_numpy(canvas).permute(2, 0, 1).float() - pad
         shift = 0.05 * self.spec.input_size
         pixels = tvf.affine(
             pixels,
@@ -164,10 +167,10 @@ class _Augment:
             scale=float(rng.uniform(0.88, 1.05)),
             shear=[0.0, 0.0],
             interpolation=tvf.InterpolationMode.BILINEAR,
-            fill=list(self.spec.pad_rgb),
+            fill=0.0,
         )
-        out = pixels.permute(1, 2, 0).numpy().astype(np.float32)
-        out *= rng.uniform(0.92, 1.08, size=3).astype(np.float32)  # white balance
+        out = (pixels + pad).permute(1, 2, 0).numpy()
+        out *= rng.uniform(0.94, 1.06, size=3).astype(np.float32)  # white balance
         if rng.random() < 0.3:
             out += rng.normal(0.0, rng.uniform(2.0, 8.0), size=out.shape).astype(np.float32)
         clipped: RGBArray = np.clip(out, 0, 255).astype(np.uint8)
