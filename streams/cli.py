@@ -179,6 +179,24 @@ def train_classifier(
     out.print(f"checkpoint: {out_path}")
 
 
+@app.command("gpu-node")
+def gpu_node_cmd() -> None:
+    """Run the GPU node: micro-batches from the gpu.* topics, results out, exactly once."""
+    from gpu_node.main import run_node
+
+    # The node's own progress lines (loaded models, assignments) are worth seeing.
+    logging.getLogger("gpu_node").setLevel(logging.INFO)
+    raise typer.Exit(run_node())
+
+
+@app.command("build-tiny-vlm")
+def build_tiny_vlm_cmd(out_dir: Annotated[Path, typer.Option("--out")]) -> None:
+    """Build a tiny random-weight Qwen2.5-VL checkpoint (no hub) to exercise the vLLM path."""
+    from gpu_node.extraction.tiny_vlm import build_tiny_vlm
+
+    out.print(f"tiny VLM checkpoint: {build_tiny_vlm(out_dir)}")
+
+
 @app.command("eval")
 def eval_models(
     n: Annotated[int, typer.Option("--n", min=8)] = 80,

@@ -31,3 +31,12 @@ class Extractor(Protocol):
     async def extract(self, items: Sequence[ExtractionInput]) -> list[ExtractionResult]:
         """One result per item, in order."""
         ...
+
+
+class EngineUnavailable(RuntimeError):
+    """The engine cannot serve right now (server down, circuit open, retries spent).
+
+    Not the record's fault: the GPU node keeps the work and retries it later
+    instead of dead-lettering it. Any other exception from `extract` is treated as
+    a problem with the record (after the node isolates it from its batch).
+    """

@@ -1,0 +1,606 @@
+"""The GPU node's micro-batch loop: Kafka in, one model set, Kafka out, exactly once.
+
+One iteration:
+1. `consume(max_batch)` from the four work topics; each record gets a slot in
+   its partition's offset order and its image fetch starts in a thread pool.
+2. The oldest waiting batch of synchronous stages (orient, classify, ocr) runs,
+   one model call per stage, while the next batch's images are being fetched.
+3. Extraction tasks go to the engine on the background loop (bounded in-flight;
+   above the bound gpu.extract partitions are paused); finished ones are collected.
+4. Every partition's resolved prefix is committed in one transaction: outputs,
+   dead letters and the consumed offsets together.
+
+A crash between 1 and 4 loses nothing (offsets were not committed, the work is
+redone) and doubles nothing (outputs of an unfinished transaction are invisible
+to read_committed consumers, and are aborted when the node restarts with the
+same transactional.id).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from prometheus_client import CollectorRegistry
+
+from gpu_node.background import BackgroundLoop
+from gpu_node.extraction.base import EngineUnavailable, ExtractionInput, Extractor
+from gpu_node.extraction.engines import Engines
+from gpu_node.http import Health, start_http
+from gpu_node.images import RGBArray, decode_image
+from gpu_node.metrics import NodeMetrics
+from gpu_node.ordering import OffsetOrder, Output, Ready, TopicPartitionKey
+from gpu_node.orientation import correct
+from gpu_node.registry import ModelRegistry
+from gpu_node.settings import GpuNodeSettings
+from gpu_node.tasks import Task, dead_letter_output, result_output
+from schemas import ExtractionResult, PageState, RecordError, Stage, decode, headers
+from streams import kafka
+from streams.blobs import BlobStore
+from streams.dead_letters import Origin
+from streams.topics import DLQ, FACTS_BY_STAGE, WORK_BY_STAGE, Topology
+
+log = logging.getLogger(__name__)
+
+_TXN_TIMEOUT_S = 30.0
+_COMMIT_RETRIES = 5
+
+# What one synchronous stage does with a batch of upright page images.
+StageFn = Callable[[Sequence[RGBArray]], Sequence[Any]]
+
+
+class FatalNodeError(RuntimeError):
+    """The transactional producer is unusable (fenced or fatal): the process must restart."""
+
+
+class GpuNode:
+    def __init__(
+        self,
+        settings: GpuNodeSettings,
+        models: ModelRegistry,
+        engines: Engines,
+        *,
+        metrics_registry: CollectorRegistry | None = None,
+        blobs: BlobStore | None = None,
+    ) -> None:
+        self.settings = settings
+        self.models = models
+        self.engines = engines
+        self.metrics = NodeMetrics(metrics_registry or CollectorRegistry())
+        self.blobs = blobs or BlobStore(
+            settings.blobs.root,
+            settings.blobs.read_roots,
+            max_blob_bytes=settings.blobs.max_blob_bytes,
+            storage_options=settings.blobs.storage_options,
+        )
+        topo = Topology(settings.topics.prefix)
+        self.stage_of_topic = {topo.name(WORK_BY_STAGE[s.value]): s for s in Stage}
+        self.facts_topic = {s: topo.name(FACTS_BY_STAGE[s.value]) for s in Stage}
+        self.stage_of_output = {t: s for s, t in self.facts_topic.items()}
+        self.dlq_topic = topo.name(DLQ)
+        self.extract_topic = topo.name(WORK_BY_STAGE[Stage.extract.value])
+        self.health = Health(stuck_after_s=settings.node.max_poll_interval_ms / 1000)
+        self.http_port: int | None = None
+
+        self.order = OffsetOrder()
+        self.sync_batches: deque[list[Task]] = deque()
+        self.backlog: deque[Task] = deque()  # extraction tasks waiting for an engine slot
+        self.inflight: dict[Future[list[ExtractionResult | BaseException]], list[Task]] = {}
+        self.inflight_count = 0
+        self.assigned: set[TopicPartitionKey] = set()
+        self.paused: set[TopicPartitionKey] = set()
+
+        self._pool = ThreadPoolExecutor(settings.node.fetch_threads, "pagestream-fetch")
+        self._bg = BackgroundLoop()
+        self._consumer: Consumer | None = None
+        self._producer: Producer | None = None
+        self._stage_fns: dict[Stage, StageFn] = {
+            Stage.orient: self._orient,
+            Stage.classify: self._classify,
+            Stage.ocr: self._ocr,
+        }
+
+    # ---- lifecycle -------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Serve until `stop` is set; raises FatalNodeError when Kafka says the node must go."""
+        node = self.settings.node
+        self._bg.start()
+        runner = None
+        try:
+            runner, self.http_port = self._bg.run(
+                start_http(node.http_host, node.http_port, self.metrics.registry, self.health)
+            )
+            log.info("GPU node: /metrics /healthz /readyz on port %d", self.http_port)
+            self.health.reason = "loading models"
+            self._load_models()
+            self.health.reason = "connecting to Kafka"
+            self._producer = kafka.producer(
+                self.settings.kafka,
+                **{
+                    "transactional.id": node.transactional_id,
+                    "transaction.timeout.ms": node.transaction_timeout_ms,
+                },
+            )
+            # Fences an older instance with the same id and aborts its open transaction.
+            self._producer.init_transactions(_TXN_TIMEOUT_S * 2)
+            self._consumer = kafka.consumer(
+                self.settings.kafka,
+                node.group_id,
+                **{"max.poll.interval.ms": node.max_poll_interval_ms},
+            )
+            self._consumer.subscribe(
+                sorted(self.stage_of_topic),
+                on_assign=self._on_assign,
+                on_revoke=self._on_revoke,
+                on_lost=self._on_lost,
+            )
+            self.health.ready, self.health.reason = True, "ready"
+            log.info(
+                "GPU node consuming %s as group %s (transactional.id %s)",
+                ", ".join(sorted(self.stage_of_topic)),
+                node.group_id,
+                node.transactional_id,
+            )
+            while not stop.is_set():
+                self.step()
+            self._drain(node.shutdown_grace_s)
+        finally:
+            self.health.ready, self.health.reason = False, "stopping"
+            self._close(runner)
+
+    def _load_models(self) -> None:
+        # Loaded before the node joins the group, so the first batch is not slow
+        # and a missing checkpoint fails the start instead of a partition.
+        _ = self.models.orienter, self.models.classifier, self.models.ocr, self.models.rules
+        self._bg.run(self.engines.start())
+
+    def _drain(self, grace_s: float) -> None:
+        deadline = time.monotonic() + grace_s
+        while (self.sync_batches or self.inflight) and time.monotonic() < deadline:
+            self._run_sync_batch()
+            self._collect_extractions(wait_s=0.1)
+        self._commit_ready()
+        log.info("GPU node stopped; %d uncommitted tasks will be redone", self.order.pending())
+
+    def _close(self, runner: Any) -> None:
+        if self._consumer is not None:
+            try:
+                self._consumer.close()  # revokes: the revoke callback commits what is ready
+            except (KafkaException, RuntimeError) as exc:
+                log.warning("consumer close: %s", exc)
+        if self._producer is not None:
+            self._producer.flush(10)
+        try:
+            self._bg.run(self.engines.close(), timeout=30)
+            if runner is not None:
+                self._bg.run(runner.cleanup(), timeout=10)
+        except Exception:
+            log.exception("GPU node: error while closing engines")
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._bg.stop()
+
+    # ---- one iteration ---------------------------------------------------
+
+    def step(self) -> None:
+        assert self._consumer is not None  # noqa: S101 - run() sets it
+        self.health.beat = time.monotonic()
+        # Work in hand: only take what is already fetched, then compute.
+        busy = bool(self.sync_batches) or self._backlog_ready()
+        wait_s = 0.0 if busy else self.settings.node.max_wait_ms / 1000
+        messages = self._consumer.consume(self.settings.node.max_batch, wait_s)
+        self._admit(messages)
+        self._run_sync_batch()
+        self._collect_extractions(wait_s=0.0)
+        self._submit_extractions()
+        self._apply_backpressure()
+        self._commit_ready()
+
+    def _admit(self, messages: Sequence[Message]) -> None:
+        sync: list[Task] = []
+        for msg in messages:
+            err = msg.error()
+            if err is not None:
+                if err.fatal():
+                    raise FatalNodeError(f"consumer: {err}")
+                log.warning("consumer: %s", err)
+                continue
+            topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+            assert topic is not None and partition is not None and offset is not None  # noqa: S101
+            stage = self.stage_of_topic[topic]
+            ts_type, ts = msg.timestamp()
+            origin = Origin(
+                topic=topic,
+                partition=partition,
+                offset=offset,
+                timestamp_ms=ts if ts_type else None,
+                key=msg.key(),
+                value=msg.value(),
+                headers=tuple(_header_pairs(msg)),
+            )
+            slot = self.order.add(topic, partition, offset)
+            self.metrics.records_in.labels(stage.value).inc()
+            try:
+                page = decode(PageState, origin.value)
+            except RecordError as exc:
+                self._dead_letter_origin(slot, origin, stage, exc, attempts=1)
+                continue
+            task = Task(stage, slot, origin, page)
+            task.image = self._pool.submit(self._fetch, task.stage, page)
+            if stage is Stage.extract:
+                self.backlog.append(task)
+            else:
+                sync.append(task)
+        if sync:
+            self.sync_batches.append(sync)
+
+    def _fetch(self, stage: Stage, page: PageState) -> RGBArray:
+        data = self.blobs.get(page.image.uri, expected_sha256=page.image.sha256)
+        image = decode_image(data, max_pixels=self.settings.models.max_image_pixels)
+        # Stages after orient see the upright page; the stored image stays as submitted.
+        if stage is not Stage.orient and page.orientation is not None:
+            image = correct(image, page.orientation)
+        return image
+
+    # ---- synchronous stages ----------------------------------------------
+
+    def _orient(self, images: Sequence[RGBArray]) -> Sequence[Any]:
+        return self.models.orienter.detect(images)
+
+    def _classify(self, images: Sequence[RGBArray]) -> Sequence[Any]:
+        return self.models.classifier.predict(images, batch_size=max(1, len(images)))
+
+    def _ocr(self, images: Sequence[RGBArray]) -> Sequence[Any]:
+        return self.models.ocr.read(images)
+
+    def _run_sync_batch(self) -> None:
+        if not self.sync_batches:
+            return
+        batch = [t for t in self.sync_batches.popleft() if not t.dropped]
+        for stage in (Stage.orient, Stage.classify, Stage.ocr):
+            tasks = [t for t in batch if t.stage is stage]
+            if tasks:
+                self._run_stage(stage, tasks)
+
+    def _run_stage(self, stage: Stage, tasks: list[Task]) -> None:
+        ready: list[tuple[Task, RGBArray]] = []
+        for task in tasks:
+            image = self._image_or_dead_letter(task)
+            if image is not None:
+                ready.append((task, image))
+        if not ready:
+            return
+        fn = self._stage_fns[stage]
+        started = time.perf_counter()
+        try:
+            results = list(fn([im for _, im in ready]))
+        except Exception:
+            log.warning("%s batch of %d failed; retrying its pages one by one", stage, len(ready))
+            for task, image in ready:
+                try:
+                    (result,) = fn([image])
+                except Exception as exc:
+                    self._dead_letter(task, exc)
+                else:
+                    self._resolve(task, result)
+            return
+        self.metrics.batch_size.labels(stage.value).observe(len(ready))
+        self.metrics.stage_latency.labels(stage.value).observe(time.perf_counter() - started)
+        for (task, _), result in zip(ready, results, strict=True):
+            self._resolve(task, result)
+
+    def _image_or_dead_letter(self, task: Task) -> RGBArray | None:
+        assert task.image is not None  # noqa: S101 - set in _admit
+        try:
+            return task.image.result()
+        except Exception as exc:
+            self._dead_letter(task, exc)
+            return None
+
+    def _resolve(self, task: Task, result: Any) -> None:
+        if task.dropped:
+            return
+        update: dict[str, Any] = {"last_stage": task.stage, "error": None}
+        field = {
+            Stage.orient: "orientation",
+            Stage.classify: "classification",
+            Stage.ocr: "ocr",
+            Stage.extract: "extraction",
+        }[task.stage]
+        update[field] = result
+        page = task.page.model_copy(update=update)
+        self.order.resolve(task.slot, [result_output(task, page, self.facts_topic[task.stage])])
+
+    def _dead_letter(self, task: Task, exc: BaseException) -> None:
+        if not task.dropped:
+            self._dead_letter_origin(task.slot, task.origin, task.stage, exc, task.attempts)
+
+    def _dead_letter_origin(
+        self, slot: Any, origin: Origin, stage: Stage, exc: BaseException, attempts: int
+    ) -> None:
+        log.warning(
+            "dead letter: %s[%d]@%d stage=%s %s",
+            origin.topic,
+            origin.partition,
+            origin.offset,
+            stage.value,
+            type(exc).__name__,
+        )
+        out = dead_letter_output(
+            origin,
+            stage=stage.value,
+            group=self.settings.node.group_id,
+            exc=exc,
+            dlq_topic=self.dlq_topic,
+            attempts=attempts,
+        )
+        self.order.resolve(slot, [out])
+
+    # ---- extraction (asynchronous) ---------------------------------------
+
+    def _backlog_ready(self) -> bool:
+        if not self.backlog or self.inflight_count >= self.settings.node.max_inflight_extractions:
+            return False
+        return self.backlog[0].not_before <= time.monotonic()
+
+    def _submit_extractions(self) -> None:
+        limit = self.settings.node.max_inflight_extractions
+        while self.backlog and self.inflight_count < limit:
+            head = self.backlog[0]
+            if head.dropped:
+                self.backlog.popleft()
+                continue
+            if head.not_before > time.monotonic():
+                break
+            try:
+                engine = self.engines.for_backend(head.page.options.backend)
+            except ValueError as exc:
+                self.backlog.popleft()
+                self._dead_letter(head, exc)
+                continue
+            chunk = self._take_chunk(engine, limit - self.inflight_count)
+            future = self._bg.submit(self._extract(engine, chunk))
+            self.inflight[future] = chunk
+            self.inflight_count += len(chunk)
+        self.metrics.inflight.set(self.inflight_count)
+        self.metrics.extract_backlog.set(len(self.backlog))
+
+    def _take_chunk(self, engine: Extractor, room: int) -> list[Task]:
+        """Up to max_batch backlog tasks for `engine`, in backlog order, head first."""
+        size = min(room, self.settings.node.max_batch)
+        head = self.backlog.popleft()
+        chunk = [head]
+        if head.extra.get("alone"):
+            return chunk
+        kept: deque[Task] = deque()
+        while self.backlog and len(chunk) < size:
+            task = self.backlog.popleft()
+            if task.dropped:
+                continue
+            if task.extra.get("alone") or task.not_before > time.monotonic():
+                kept.append(task)
+                continue
+            try:
+                same = self.engines.for_backend(task.page.options.backend) is engine
+            except ValueError:
+                same = False
+            (chunk if same else kept).append(task)
+        self.backlog.extendleft(reversed(kept))
+        return chunk
+
+    async def _extract(
+        self, engine: Extractor, tasks: list[Task]
+    ) -> list[ExtractionResult | BaseException]:
+        """Per task a result or the reason its image could not be used; engine errors raise."""
+        fetched: list[RGBArray | BaseException] = []
+        for task in tasks:
+            assert task.image is not None  # noqa: S101
+            try:
+                image: RGBArray = await asyncio.wrap_future(task.image)
+                fetched.append(image)
+            except Exception as exc:
+                fetched.append(exc)
+        inputs = [
+            ExtractionInput(image=im, document_type=_document_type(t.page), ocr=t.page.ocr)
+            for t, im in zip(tasks, fetched, strict=True)
+            if not isinstance(im, BaseException)
+        ]
+        started = time.perf_counter()
+        results = iter(await engine.extract(inputs) if inputs else [])
+        self.metrics.batch_size.labels(Stage.extract.value).observe(len(inputs))
+        self.metrics.stage_latency.labels(Stage.extract.value).observe(
+            time.perf_counter() - started
+        )
+        return [im if isinstance(im, BaseException) else next(results) for im in fetched]
+
+    def _collect_extractions(self, wait_s: float) -> None:
+        if wait_s > 0 and self.inflight:
+            # Shutdown only: the loop itself never waits on an engine.
+            done, _ = _wait_any(list(self.inflight), wait_s)
+        else:
+            done = [f for f in self.inflight if f.done()]
+        for future in done:
+            tasks = self.inflight.pop(future)
+            self.inflight_count -= len(tasks)
+            self._finish_extractions(tasks, future)
+        self.metrics.inflight.set(self.inflight_count)
+
+    def _finish_extractions(
+        self, tasks: list[Task], future: Future[list[ExtractionResult | BaseException]]
+    ) -> None:
+        live = [t for t in tasks if not t.dropped]
+        try:
+            outcomes = future.result()
+        except EngineUnavailable as exc:
+            # Not the records' fault: keep them, in order, and try again later.
+            self.metrics.engine_retries.inc()
+            log.warning("extraction engine unavailable (%s); %d tasks kept", exc, len(live))
+            retry_at = time.monotonic() + self.settings.node.engine_retry_s
+            for task in live:
+                task.not_before = retry_at
+            self.backlog.extendleft(reversed(live))
+            return
+        except Exception as exc:
+            if len(live) > 1:
+                log.warning("extract batch of %d failed; retrying one by one", len(live))
+                for task in live:
+                    task.extra["alone"] = True
+                self.backlog.extendleft(reversed(live))
+            else:
+                for task in live:
+                    self._dead_letter(task, exc)
+            return
+        for task, outcome in zip(tasks, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                self._dead_letter(task, outcome)
+            else:
+                self._resolve(task, outcome)
+
+    def _apply_backpressure(self) -> None:
+        assert self._consumer is not None  # noqa: S101
+        bound = self.settings.node.max_inflight_extractions
+        load = len(self.backlog) + self.inflight_count
+        if not self.paused and load >= bound:
+            parts = {tp for tp in self.assigned if tp[0] == self.extract_topic}
+            if parts:
+                self._consumer.pause([TopicPartition(t, p) for t, p in parts])
+                self.paused = parts
+                self.metrics.pauses.inc()
+                log.info("backpressure: %d extractions queued; paused %s", load, sorted(parts))
+        elif self.paused and load <= bound // 2:
+            self._consumer.resume([TopicPartition(t, p) for t, p in self.paused])
+            log.info("backpressure released: %d extractions queued; resumed", load)
+            self.paused = set()
+        self.metrics.paused_partitions.set(len(self.paused))
+
+    # ---- transactions ----------------------------------------------------
+
+    def _commit_ready(self) -> None:
+        ready = self.order.take_ready()
+        if not ready.records:
+            return
+        assert self._producer is not None and self._consumer is not None  # noqa: S101
+        producer, consumer = self._producer, self._consumer
+        try:
+            producer.begin_transaction()
+            for out in ready.outputs:
+                self._produce(out)
+            offsets = [TopicPartition(t, p, o) for (t, p), o in ready.next_offsets.items()]
+            producer.send_offsets_to_transaction(
+                offsets, consumer.consumer_group_metadata(), _TXN_TIMEOUT_S
+            )
+            self._commit_transaction()
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            if error.fatal() or (not error.txn_requires_abort() and not error.retriable()):
+                raise FatalNodeError(f"transaction failed fatally: {error}") from exc
+            log.warning("transaction aborted (%s); %d records will be redone", error, ready.records)
+            self._abort_and_rewind(ready)
+            return
+        self.metrics.transactions.labels("commit").inc()
+        self._count_outputs(ready.outputs)
+
+    def _commit_transaction(self) -> None:
+        assert self._producer is not None  # noqa: S101
+        for attempt in range(1, _COMMIT_RETRIES + 1):
+            try:
+                self._producer.commit_transaction(_TXN_TIMEOUT_S)
+                return
+            except KafkaException as exc:
+                error: KafkaError = exc.args[0]
+                # Retriable: the outcome is unknown; the same call may be repeated.
+                if not error.retriable() or attempt == _COMMIT_RETRIES:
+                    raise
+                log.warning("commit_transaction retriable error (%s), retrying", error)
+
+    def _produce(self, out: Output) -> None:
+        assert self._producer is not None  # noqa: S101
+        while True:
+            try:
+                self._producer.produce(out.topic, out.value, out.key, headers=list(out.headers))
+                return
+            except BufferError:
+                self._producer.poll(0.1)  # local queue full: let deliveries drain
+
+    def _abort_and_rewind(self, ready: Ready) -> None:
+        assert self._producer is not None and self._consumer is not None  # noqa: S101
+        try:
+            self._producer.abort_transaction(_TXN_TIMEOUT_S)
+        except KafkaException as exc:
+            raise FatalNodeError(f"abort_transaction failed: {exc}") from exc
+        self.metrics.transactions.labels("abort").inc()
+        # Redo from the first released record of each partition; later work on those
+        # partitions is dropped too, since the seek re-delivers it.
+        self.order.drop(ready.first_offsets)
+        for (topic, partition), offset in ready.first_offsets.items():
+            if (topic, partition) in self.assigned:
+                self._consumer.seek(TopicPartition(topic, partition, offset))
+
+    def _count_outputs(self, outputs: list[Output]) -> None:
+        for out in outputs:
+            if out.topic == self.dlq_topic:
+                stage = dict(out.headers).get(headers.ERROR_STAGE, b"unknown").decode()
+                self.metrics.records_failed.labels(stage).inc()
+            else:
+                self.metrics.records_out.labels(self.stage_of_output[out.topic].value).inc()
+
+    # ---- rebalances (called from inside consume()) -----------------------
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        consumer.incremental_assign(partitions)
+        new = {(tp.topic, tp.partition) for tp in partitions}
+        self.assigned |= new
+        if self.paused:
+            extra = [TopicPartition(t, p) for t, p in new if t == self.extract_topic]
+            if extra:
+                consumer.pause(extra)
+                self.paused |= {(tp.topic, tp.partition) for tp in extra}
+        log.info("assigned %d partitions (now %d)", len(new), len(self.assigned))
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Commit what is finished while the partitions are still ours, then drop the
+        # rest: the next owner redoes it from the committed offset.
+        self._commit_ready()
+        self._forget(partitions, "revoked")
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Lost (session expired): a commit would be fenced; drop without committing.
+        self._forget(partitions, "lost")
+
+    def _forget(self, partitions: list[TopicPartition], why: str) -> None:
+        gone = {(tp.topic, tp.partition) for tp in partitions}
+        dropped = self.order.drop(gone)
+        self.assigned -= gone
+        self.paused -= gone
+        log.info("%s %d partitions; dropped %d buffered tasks", why, len(gone), dropped)
+
+
+def _header_pairs(msg: Message) -> list[tuple[str, bytes]]:
+    pairs: list[tuple[str, bytes]] = []
+    raw = msg.headers() or []
+    for key, value in raw.items() if isinstance(raw, dict) else raw:
+        pairs.append((key, value.encode() if isinstance(value, str) else value or b""))
+    return pairs
+
+
+def _document_type(page: PageState) -> Any:
+    # The client's claim wins over the classifier's guess: it knows what it sent.
+    if page.options.document_type is not None:
+        return page.options.document_type
+    return page.classification.document_type if page.classification else None
+
+
+def _wait_any(
+    futures: list[Future[Any]], timeout: float
+) -> tuple[list[Future[Any]], list[Future[Any]]]:
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    done, pending = wait(futures, timeout=timeout, return_when=FIRST_COMPLETED)
+    return list(done), list(pending)

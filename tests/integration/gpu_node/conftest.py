@@ -1,0 +1,137 @@
+"""Fixtures for GPU-node tests through a real broker: pages in, results out.
+
+`node_factory` runs a real `GpuNode` in a thread of the test process (models
+loaded once per session); the SIGKILL test runs `pagestream gpu-node` as a
+separate process instead.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from gpu_node.extraction.base import Extractor
+from gpu_node.extraction.engines import Engines
+from gpu_node.node import GpuNode
+from gpu_node.registry import ModelRegistry
+from gpu_node.settings import (
+    ExtractionSettings,
+    ModelSettings,
+)
+from schemas import Operation, Options, PageState
+from schemas.pages import BlobRef
+from streams import kafka, topics_apply
+from streams.blobs import BlobStore
+from streams.settings import Settings
+from streams.topics import Topology
+from tests.support.pages import node_settings, png_bytes
+
+
+@pytest.fixture(scope="session")
+def model_registry() -> ModelRegistry:
+    return ModelRegistry(ModelSettings(device="cpu"))
+
+
+@pytest.fixture
+def topology(settings: Settings) -> Topology:
+    topo = Topology(settings.topics.prefix)
+    topics_apply.apply(kafka.admin(settings.kafka), topo)
+    return topo
+
+
+@pytest.fixture
+def blobs(settings: Settings) -> BlobStore:
+    return BlobStore(settings.blobs.root)
+
+
+NodeFactory = Callable[..., AbstractContextManager[GpuNode]]
+
+
+@pytest.fixture
+def node_factory(
+    settings: Settings, topology: Topology, model_registry: ModelRegistry
+) -> NodeFactory:
+    @contextmanager
+    def run(
+        vlm: Extractor | None = None,
+        extraction: ExtractionSettings | None = None,
+        **node_opts: Any,
+    ) -> Iterator[GpuNode]:
+        gs = node_settings(settings, **node_opts)
+        if extraction is not None:
+            gs.extraction = extraction
+        engines = Engines(gs.extraction, model_registry, vlm)
+        node = GpuNode(gs, model_registry, engines)
+        stop = threading.Event()
+        failure: list[BaseException] = []
+
+        def target() -> None:
+            try:
+                node.run(stop)
+            except BaseException as exc:  # surfaced in the test thread
+                failure.append(exc)
+
+        thread = threading.Thread(target=target, name="gpu-node", daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 180
+        while not node.health.ready:
+            if failure or not thread.is_alive():
+                raise RuntimeError(f"node failed to start: {failure}")
+            if time.monotonic() > deadline:
+                raise TimeoutError("node not ready")
+            time.sleep(0.05)
+        try:
+            yield node
+        finally:
+            stop.set()
+            thread.join(60)
+            if failure:
+                raise failure[0]
+
+    return run
+
+
+PageFactory = Callable[..., PageState]
+
+
+@pytest.fixture
+def make_page(blobs: BlobStore) -> PageFactory:
+    def make(
+        data: bytes | Image.Image,
+        *,
+        operation: Operation = Operation.process,
+        doc_id: str | None = None,
+        media_type: str = "image/png",
+        **fields: Any,
+    ) -> PageState:
+        raw = png_bytes(data) if isinstance(data, Image.Image) else data
+        stored = blobs.put(raw)
+        size = data.size if isinstance(data, Image.Image) else (None, None)
+        options = fields.pop("options", Options())
+        return PageState(
+            doc_id=doc_id or f"doc-{uuid.uuid4().hex[:12]}",
+            page_no=1,
+            page_count=1,
+            operation=operation,
+            options=options,
+            image=BlobRef(
+                uri=stored.uri,
+                sha256=stored.sha256,
+                media_type=media_type,
+                size_bytes=stored.size_bytes,
+                width=size[0],
+                height=size[1],
+            ),
+            submitted_at=datetime.now(UTC),
+            **fields,
+        )
+
+    return make

@@ -1,0 +1,88 @@
+"""Helpers for GPU-node tests: build node settings, write pages, read results."""
+
+from __future__ import annotations
+
+import io
+import time
+import uuid
+from typing import Any
+
+from confluent_kafka import Message
+from PIL import Image
+
+from gpu_node.settings import GpuNodeSettings, ModelSettings, NodeSettings
+from schemas import PageState, Stage, encode
+from streams import kafka
+from streams.settings import Settings
+from streams.topics import FACTS_BY_STAGE, WORK_BY_STAGE, Topology
+
+
+def node_settings(settings: Settings, **node: Any) -> GpuNodeSettings:
+    return GpuNodeSettings(
+        kafka=settings.kafka,
+        topics=settings.topics,
+        blobs=settings.blobs,
+        models=ModelSettings(device="cpu"),
+        node=NodeSettings(
+            transactional_id=f"test-gpu-{uuid.uuid4().hex[:8]}",
+            http_host="127.0.0.1",
+            http_port=0,
+            max_wait_ms=50,
+            shutdown_grace_s=5,
+            **node,
+        ),
+    )
+
+
+def png_bytes(image: Image.Image) -> bytes:
+    buf = io.BytesIO()
+    image.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def produce(
+    settings: Settings, topic: str, values: list[tuple[bytes | None, bytes | None]]
+) -> None:
+    producer = kafka.producer(settings.kafka)
+    for key, value in values:
+        producer.produce(topic, value, key)
+    assert producer.flush(30) == 0
+
+
+def produce_pages(settings: Settings, topic: str, pages: list[PageState]) -> None:
+    produce(settings, topic, [(p.doc_id.encode(), encode(p)) for p in pages])
+
+
+def read_committed(
+    settings: Settings,
+    topics: list[str],
+    *,
+    expect: int,
+    timeout_s: float = 120,
+    settle_s: float = 0.0,
+) -> list[Message]:
+    """What a read_committed consumer sees until `expect` records arrived, plus `settle_s`."""
+    consumer = kafka.consumer(settings.kafka, f"reader-{uuid.uuid4().hex[:8]}")
+    consumer.subscribe(topics)
+    got: list[Message] = []
+    deadline = time.monotonic() + timeout_s
+    settle_until: float | None = None
+    try:
+        while time.monotonic() < deadline:
+            if settle_until is None and len(got) >= expect:
+                settle_until = time.monotonic() + settle_s
+            if settle_until is not None and time.monotonic() >= settle_until:
+                break
+            for msg in consumer.consume(100, 0.2):
+                if msg.error() is None:
+                    got.append(msg)
+    finally:
+        consumer.close()
+    return got
+
+
+def stage_topics(topology: Topology) -> dict[Stage, tuple[str, str]]:
+    return {
+        s: (topology.name(WORK_BY_STAGE[s.value]), topology.name(FACTS_BY_STAGE[s.value]))
+        for s in Stage
+    }
