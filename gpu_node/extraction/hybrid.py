@@ -17,6 +17,7 @@ from gpu_node.extraction.base import ExtractionInput, Extractor
 from gpu_node.extraction.parsers import find_cpfs, normalize_name, squash
 from gpu_node.extraction.rules import RulesExtractor
 from gpu_node.ocr import OcrEngine
+from schemas.cpf import is_valid_cpf
 from schemas.extraction import (
     ExtractionFields,
     ExtractionResult,
@@ -24,7 +25,6 @@ from schemas.extraction import (
     GenericFields,
     KeyValue,
 )
-from synth.cpf import is_valid_cpf
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import date
 from difflib import SequenceMatcher
 
+from schemas.cpf import format_cpf, is_valid_cpf
 from schemas.pages import OcrBox, OcrResult
-from synth.cpf import format_cpf, is_valid_cpf
 
 # -- digits under OCR confusion ------------------------------------------------
 

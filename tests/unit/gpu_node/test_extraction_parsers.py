@@ -20,7 +20,7 @@ from gpu_node.extraction.parsers import (
     parse_date,
     value_candidates,
 )
-from synth.cpf import cpf_check_digits, format_cpf, is_valid_cpf
+from schemas.cpf import cpf_check_digits, format_cpf, is_valid_cpf
 
 # What OCR reads for each digit, besides the digit itself.
 CONFUSIONS = {"0": "OoQD", "1": "Il|", "5": "Ss", "8": "B", "2": "Zz"}

@@ -8,7 +8,7 @@ import pymupdf
 import pytest
 
 from schemas import DocumentType
-from synth.cpf import is_valid_cpf
+from schemas.cpf import is_valid_cpf
 from synth.dataset import generate, write_dataset
 from synth.doctypes import FIELDS_BY_DOC_TYPE, ID_DOC_TYPES, ROTATIONS, upright_size
 from synth.pdf import generate_pdf

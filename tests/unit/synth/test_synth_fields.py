@@ -6,7 +6,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from synth.cpf import is_valid_cpf
+from schemas.cpf import is_valid_cpf
 from synth.fields import FIELD_NAMES, REFERENCE_DATE, Person, format_brl, random_person
 from synth.mrz import check_digit
 

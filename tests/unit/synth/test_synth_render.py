@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from schemas import DocumentType
+from schemas.cpf import is_valid_cpf
 from synth import fonts
-from synth.cpf import is_valid_cpf
 from synth.doctypes import (
     DOC_TYPES,
     FIELDS_BY_DOC_TYPE,

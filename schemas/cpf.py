@@ -1,6 +1,7 @@
 """CPF (Cadastro de Pessoas Fisicas) numbers: check digits, validation, formatting.
 
-This is the project's single CPF implementation; extractors import it from here.
+The project's single CPF implementation, shared by the extractors (which validate
+what they read) and the synthetic documents (which generate valid numbers).
 """
 
 from __future__ import annotations

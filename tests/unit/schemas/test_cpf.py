@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from synth.cpf import cpf_check_digits, cpf_digits, format_cpf, is_valid_cpf, random_cpf
+from schemas.cpf import cpf_check_digits, cpf_digits, format_cpf, is_valid_cpf, random_cpf
 
 seeds = st.integers(min_value=0, max_value=2**64)
 nine_digits = st.text(alphabet="0123456789", min_size=9, max_size=9)

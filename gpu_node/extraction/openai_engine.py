@@ -1,0 +1,268 @@
+"""The `openai` engine: any OpenAI-compatible server (e.g. `vllm serve`), over pooled HTTP.
+
+Each page is one chat completion: the instruction and the page as a data URL,
+the answer constrained by `response_format` to the fields model's JSON Schema.
+
+Failures are sorted in two kinds. Transient ones (connection refused or reset,
+timeouts, 429, 5xx) are retried with exponential backoff and jitter; when the
+attempts are spent the request counts as failed for a circuit breaker, and
+`EngineUnavailable` tells the node to keep the work and retry later. After
+`breaker_failures` consecutive failed requests the circuit opens: requests
+fail fast without touching the server until `breaker_cooldown_s` has passed,
+then one probe request is let through (half-open); its success closes the
+circuit. Anything else (a 4xx, an answer that does not fit the schema) is the
+record's problem and propagates as is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import logging
+import math
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any, cast
+
+import httpx
+import openai
+from circuitbreaker import STATE_HALF_OPEN, CircuitBreaker  # type: ignore[import-untyped]
+from openai.types.chat import ChatCompletion
+from PIL import Image
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+from gpu_node.extraction.base import EngineUnavailable, ExtractionInput
+from gpu_node.extraction.prompts import json_schema_for, parse_fields, prompt_for, schema_name
+from gpu_node.images import RGBArray
+from gpu_node.settings import OpenAISettings
+from schemas.extraction import ExtractionResult
+
+log = logging.getLogger(__name__)
+
+JPEG_QUALITY = 90
+
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
+    openai.APIConnectionError,  # includes APITimeoutError
+    openai.RateLimitError,  # 429
+    openai.InternalServerError,  # 5xx
+)
+
+
+def _is_transient(exc: BaseException) -> bool:
+    return isinstance(exc, TRANSIENT_ERRORS)
+
+
+def _describe(exc: BaseException) -> str:
+    """A cause for a log line or message: the kind, and the status code if any."""
+    if isinstance(exc, openai.APIStatusError):
+        return f"HTTP {exc.status_code}"
+    if isinstance(exc, openai.APITimeoutError):
+        return "timeout"
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__
+        return f"connection error ({type(cause).__name__})" if cause else "connection error"
+    return type(exc).__name__
+
+
+def encode_image(image: RGBArray, max_pixels: int) -> tuple[str, tuple[int, int]]:
+    """The page as a JPEG data URL, downscaled to at most `max_pixels`; and its size."""
+    pil = Image.fromarray(image)
+    w, h = pil.size
+    if w * h > max_pixels:
+        scale = math.sqrt(max_pixels / (w * h))
+        pil = pil.resize((max(1, int(w * scale)), max(1, int(h * scale))), Image.Resampling.BICUBIC)
+    buf = io.BytesIO()
+    pil.save(buf, format="JPEG", quality=JPEG_QUALITY)
+    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii"), pil.size
+
+
+class OpenAIExtractor:
+    name = "openai"
+
+    def __init__(self, settings: OpenAISettings) -> None:
+        if not settings.base_url:
+            raise ValueError("the openai engine needs a server URL (extraction.openai.base_url)")
+        self.settings = s = settings
+        self._http = httpx.AsyncClient(
+            limits=httpx.Limits(
+                max_connections=s.max_connections, max_keepalive_connections=s.max_connections
+            ),
+            timeout=httpx.Timeout(s.timeout_s, connect=s.connect_timeout_s),
+        )
+        self._client = openai.AsyncOpenAI(
+            base_url=s.base_url,
+            api_key=s.api_key.get_secret_value(),
+            max_retries=0,  # tenacity retries, so the breaker sees whole requests
+            # openai accepts a plain httpx client; its annotation names httpx2's.
+            http_client=cast(Any, self._http),
+        )
+        self.breaker = CircuitBreaker(
+            failure_threshold=s.breaker_failures,
+            recovery_timeout=s.breaker_cooldown_s,
+            expected_exception=EngineUnavailable,  # only spent retries count as failures
+            name="openai-extraction",
+        )
+        self._probing = False
+
+    async def close(self) -> None:
+        await self._client.close()  # closes the pooled httpx client
+
+    async def extract(self, items: Sequence[ExtractionInput]) -> list[ExtractionResult]:
+        started = time.monotonic()
+        outcomes = await asyncio.gather(
+            *(self._extract_one(item) for item in items), return_exceptions=True
+        )
+        failures = [o for o in outcomes if isinstance(o, BaseException)]
+        log.debug(
+            "openai extraction: %d pages in %.2f s, %d failed",
+            len(items),
+            time.monotonic() - started,
+            len(failures),
+        )
+        if failures:
+            # The server's trouble first: then the batch is retried as a whole,
+            # not split up and dead-lettered page by page.
+            for exc in failures:
+                if isinstance(exc, EngineUnavailable) or not isinstance(exc, Exception):
+                    raise exc
+            raise failures[0]
+        return [o for o in outcomes if isinstance(o, ExtractionResult)]
+
+    async def _extract_one(self, item: ExtractionInput) -> ExtractionResult:
+        request_id = uuid.uuid4().hex[:16]
+        data_url, size = await asyncio.to_thread(
+            encode_image, item.image, self.settings.max_image_pixels
+        )
+        messages: list[Any] = [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": data_url}},
+                    {"type": "text", "text": prompt_for(item.document_type)},
+                ],
+            }
+        ]
+        response_format: Any = {
+            "type": "json_schema",
+            "json_schema": {
+                "name": schema_name(item.document_type),
+                "schema": json_schema_for(item.document_type),
+                "strict": True,
+            },
+        }
+        started = time.monotonic()
+        completion = await self._guarded(request_id, messages, response_format)
+        choice = completion.choices[0]
+        usage = completion.usage
+        log.debug(
+            "openai request %s (%s): image %dx%d, data URL %d chars, %.2f s, tokens %s/%s,"
+            " finish_reason=%s",
+            request_id,
+            completion.id,
+            *size,
+            len(data_url),
+            time.monotonic() - started,
+            usage.prompt_tokens if usage else "?",
+            usage.completion_tokens if usage else "?",
+            choice.finish_reason,
+        )
+        if choice.message.refusal:
+            raise ValueError(f"openai request {request_id}: the model refused")
+        fields = parse_fields(
+            choice.message.content,
+            item.document_type,
+            finish_reason=choice.finish_reason,
+            engine=f"openai request {request_id}",
+        )
+        return ExtractionResult(document_type=item.document_type, fields=fields, engine=self.name)
+
+    async def _guarded(
+        self, request_id: str, messages: Any, response_format: Any
+    ) -> ChatCompletion:
+        """One request through the circuit breaker (one probe at a time when half-open)."""
+        probe = self.breaker.state == STATE_HALF_OPEN
+        if probe:
+            if self._probing:
+                raise EngineUnavailable(
+                    "openai circuit half-open: waiting for the probe request to succeed"
+                )
+            self._probing = True
+        try:
+            if self.breaker.opened:
+                raise EngineUnavailable(
+                    f"openai circuit open after {self.breaker.failure_count} consecutive failed"
+                    f" requests; next probe in {max(self.breaker.open_remaining, 0)} s"
+                )
+            completion: ChatCompletion = await self.breaker.call_async(
+                self._request_with_retries, request_id, messages, response_format
+            )
+            return completion
+        finally:
+            if probe:
+                self._probing = False
+
+    def _wait(self) -> Any:
+        s = self.settings
+        backoff = wait_exponential_jitter(
+            multiplier=s.backoff_initial_s, max=s.backoff_max_s, jitter=s.backoff_initial_s
+        )
+
+        def wait(state: RetryCallState) -> float:
+            delay = float(backoff(state))
+            exc = state.outcome.exception() if state.outcome else None
+            if isinstance(exc, openai.APIStatusError):  # honour Retry-After, within bounds
+                try:
+                    after = float(exc.response.headers.get("retry-after", ""))
+                except ValueError:
+                    after = 0.0
+                delay = max(delay, min(after, s.backoff_max_s))
+            return delay
+
+        return wait
+
+    async def _request_with_retries(
+        self, request_id: str, messages: Any, response_format: Any
+    ) -> ChatCompletion:
+        s = self.settings
+        attempt_no = 0
+        try:
+            async for attempt in AsyncRetrying(
+                stop=stop_after_attempt(s.max_attempts),
+                wait=self._wait(),
+                retry=retry_if_exception(_is_transient),
+                reraise=True,
+            ):
+                with attempt:
+                    attempt_no = attempt.retry_state.attempt_number
+                    try:
+                        return await self._client.chat.completions.create(
+                            model=s.model,
+                            messages=messages,
+                            response_format=response_format,
+                            temperature=0.0,
+                            max_tokens=s.max_tokens,
+                            extra_headers={"X-Request-Id": request_id},
+                        )
+                    except TRANSIENT_ERRORS as exc:
+                        log.info(
+                            "openai request %s attempt %d/%d failed: %s",
+                            request_id,
+                            attempt_no,
+                            s.max_attempts,
+                            _describe(exc),
+                        )
+                        raise
+        except TRANSIENT_ERRORS as exc:
+            raise EngineUnavailable(
+                f"openai server unavailable: {_describe(exc)} on all {attempt_no} attempts"
+                f" of request {request_id}"
+            ) from exc
+        raise AssertionError("unreachable: tenacity either returns or raises")

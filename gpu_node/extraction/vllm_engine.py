@@ -1,0 +1,178 @@
+"""The `vllm` engine: an in-process vLLM `AsyncLLM` with JSON-schema-constrained output.
+
+Every page of a batch is submitted at once; vLLM's continuous batching schedules
+them (and pages of other batches still in flight) together on the GPU. The
+engine core runs in its own process, so awaiting a result never blocks the
+node's event loop. vLLM is imported in `start()` only: importing this module
+does not need it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from PIL import Image
+
+from gpu_node.extraction.base import EngineUnavailable, ExtractionInput
+from gpu_node.extraction.prompts import json_schema_for, parse_fields, prompt_for
+from gpu_node.settings import VllmSettings
+from schemas.extraction import ExtractionResult
+
+if TYPE_CHECKING:
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+log = logging.getLogger(__name__)
+
+
+class VllmExtractor:
+    name = "vllm"
+
+    def __init__(self, settings: VllmSettings) -> None:
+        if not settings.model:
+            raise ValueError("the vllm engine needs a model folder (extraction.vllm.model)")
+        self.settings = settings
+        self._engine: AsyncLLM | None = None
+
+    async def start(self) -> None:
+        """Load the model and start the engine core (once; later calls are no-ops)."""
+        if self._engine is not None:
+            return
+        from vllm.config import StructuredOutputsConfig
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        s = self.settings
+        args = AsyncEngineArgs(
+            model=str(s.model),
+            dtype=s.dtype,  # type: ignore[arg-type]  # a str vLLM validates itself
+            max_num_seqs=s.max_num_seqs,
+            max_model_len=s.max_model_len,
+            gpu_memory_utilization=s.gpu_memory_utilization,
+            tensor_parallel_size=s.tensor_parallel_size,
+            enforce_eager=s.enforce_eager,
+            limit_mm_per_prompt={"image": s.limit_mm_per_prompt},
+            mm_processor_kwargs={"min_pixels": s.min_pixels, "max_pixels": s.max_pixels},
+            structured_outputs_config=StructuredOutputsConfig(
+                backend=s.structured_outputs_backend,  # type: ignore[arg-type]
+                # Without it a weak model can emit whitespace until max_tokens.
+                disable_any_whitespace=True,
+            ),
+            enable_log_requests=False,  # request logs would carry prompts
+            disable_log_stats=True,
+        )
+        started = time.monotonic()
+        # Loading weights and profiling memory take a while and are blocking: off
+        # the event loop, which keeps serving /healthz meanwhile. The engine binds
+        # to the running loop lazily, on its first request.
+        self._engine = await asyncio.to_thread(AsyncLLM.from_engine_args, args)
+        log.info(
+            "vllm engine started in %.1f s (max_num_seqs=%d, max_model_len=%d)",
+            time.monotonic() - started,
+            s.max_num_seqs,
+            s.max_model_len,
+        )
+
+    async def close(self) -> None:
+        """Shut the engine core down (idempotent)."""
+        engine, self._engine = self._engine, None
+        if engine is None:
+            return
+        # Stop reading outputs first: otherwise the reader sees the core process
+        # go away and logs a spurious "engine dead" error on every shutdown.
+        handler = engine.output_handler
+        if handler is not None and not handler.done():
+            handler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await handler
+        await asyncio.to_thread(engine.shutdown)
+        log.info("vllm engine shut down")
+
+    async def extract(self, items: Sequence[ExtractionInput]) -> list[ExtractionResult]:
+        engine = self._engine
+        if engine is None:
+            raise EngineUnavailable("vllm engine is not started")
+        if engine.errored:
+            raise EngineUnavailable("vllm engine is dead (its core process failed)")
+        started = time.monotonic()
+        outcomes = await asyncio.gather(
+            *(self._extract_one(engine, item) for item in items), return_exceptions=True
+        )
+        failures = [o for o in outcomes if isinstance(o, BaseException)]
+        log.debug(
+            "vllm extraction: %d pages in %.2f s, %d failed",
+            len(items),
+            time.monotonic() - started,
+            len(failures),
+        )
+        if failures:
+            # The engine's own trouble first: then the batch is retried as a
+            # whole, not split up and dead-lettered page by page.
+            for exc in failures:
+                if isinstance(exc, EngineUnavailable) or not isinstance(exc, Exception):
+                    raise exc
+            raise failures[0]
+        return [o for o in outcomes if isinstance(o, ExtractionResult)]
+
+    async def _extract_one(self, engine: AsyncLLM, item: ExtractionInput) -> ExtractionResult:
+        from vllm.renderers import ChatParams
+        from vllm.sampling_params import (
+            RequestOutputKind,
+            SamplingParams,
+            StructuredOutputsParams,
+        )
+        from vllm.v1.engine.exceptions import EngineDeadError
+
+        request_id = f"extract-{uuid.uuid4().hex}"
+        messages: list[Any] = [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_pil", "image_pil": Image.fromarray(item.image)},
+                    {"type": "text", "text": prompt_for(item.document_type)},
+                ],
+            }
+        ]
+        # vLLM's own chat rendering (the model's chat template, image placeholders,
+        # multimodal processing), as `vllm serve` does for /v1/chat/completions.
+        renderer = engine.renderer
+        _, (engine_input,) = await renderer.render_chat_async(
+            [messages],
+            ChatParams(chat_template_kwargs={"add_generation_prompt": True}),
+            # The template emits the special tokens itself.
+            renderer.default_chat_tok_params.with_kwargs(add_special_tokens=False),
+        )
+        params = SamplingParams(
+            temperature=0.0,
+            max_tokens=self.settings.max_tokens,
+            structured_outputs=StructuredOutputsParams(json=json_schema_for(item.document_type)),
+            output_kind=RequestOutputKind.FINAL_ONLY,
+        )
+        final = None
+        try:
+            async for output in engine.generate(engine_input, params, request_id):
+                final = output
+        except EngineDeadError as exc:
+            raise EngineUnavailable(f"vllm engine died during request {request_id}") from exc
+        if final is None or not final.outputs:
+            raise RuntimeError(f"vllm returned no output for request {request_id}")
+        completion = final.outputs[0]
+        log.debug(
+            "vllm request %s: %d prompt tokens, %d output tokens, finish_reason=%s",
+            request_id,
+            len(final.prompt_token_ids or ()),
+            len(completion.token_ids),
+            completion.finish_reason,
+        )
+        fields = parse_fields(
+            completion.text,
+            item.document_type,
+            finish_reason=completion.finish_reason,
+            engine=f"vllm request {request_id}",
+        )
+        return ExtractionResult(document_type=item.document_type, fields=fields, engine=self.name)
