@@ -51,9 +51,15 @@ log = logging.getLogger(__name__)
 
 _TXN_TIMEOUT_S = 30.0
 _COMMIT_RETRIES = 5
+# On a dead letter whose original value had to be left out: its size in bytes.
+VALUE_DROPPED_HEADER = headers.ERROR_PREFIX + "value.dropped"
 
 # What one synchronous stage does with a batch of upright page images.
 StageFn = Callable[[Sequence[RGBArray]], Sequence[Any]]
+
+
+class OutputTooLargeError(ValueError):
+    """A result that would not fit in a Kafka record (the page is dead-lettered instead)."""
 
 
 class FatalNodeError(RuntimeError):
@@ -86,7 +92,9 @@ class GpuNode:
         self.stage_of_output = {t: s for s, t in self.facts_topic.items()}
         self.dlq_topic = topo.name(DLQ)
         self.extract_topic = topo.name(WORK_BY_STAGE[Stage.extract.value])
-        self.health = Health(stuck_after_s=settings.node.max_poll_interval_ms / 1000)
+        # Half of max.poll.interval: the orchestrator restarts a stuck node before
+        # Kafka evicts it from the group.
+        self.health = Health(stuck_after_s=settings.node.max_poll_interval_ms / 2000)
         self.http_port: int | None = None
 
         self.order = OffsetOrder()
@@ -100,6 +108,7 @@ class GpuNode:
         self._pool = ThreadPoolExecutor(settings.node.fetch_threads, "pagestream-fetch")
         self._bg = BackgroundLoop()
         self._consumer: Consumer | None = None
+        self._in_transaction = False
         self._producer: Producer | None = None
         self._stage_fns: dict[Stage, StageFn] = {
             Stage.orient: self._orient,
@@ -177,13 +186,19 @@ class GpuNode:
             except (KafkaException, RuntimeError) as exc:
                 log.warning("consumer close: %s", exc)
         if self._producer is not None:
+            if self._in_transaction:
+                # Left open by an error: abort now rather than make read_committed
+                # readers wait for transaction.timeout.ms (a fenced producer cannot).
+                try:
+                    self._producer.abort_transaction(10)
+                except KafkaException as exc:
+                    log.warning("abort on close: %s", exc)
             self._producer.flush(10)
-        try:
-            self._bg.run(self.engines.close(), timeout=30)
-            if runner is not None:
-                self._bg.run(runner.cleanup(), timeout=10)
-        except Exception:
-            log.exception("GPU node: error while closing engines")
+        for what, coro in (("engines", self.engines.close()), ("http", _cleanup(runner))):
+            try:
+                self._bg.run(coro, timeout=30)
+            except Exception:
+                log.exception("GPU node: error while closing %s", what)
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._bg.stop()
 
@@ -214,6 +229,8 @@ class GpuNode:
                 continue
             topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
             assert topic is not None and partition is not None and offset is not None  # noqa: S101
+            if (topic, partition) not in self.assigned:
+                continue  # revoked within this consume() call: the new owner reads it
             stage = self.stage_of_topic[topic]
             ts_type, ts = msg.timestamp()
             origin = Origin(
@@ -281,20 +298,25 @@ class GpuNode:
         started = time.perf_counter()
         try:
             results = list(fn([im for _, im in ready]))
+            if len(results) != len(ready):
+                raise RuntimeError(f"{stage} returned {len(results)} results for {len(ready)}")
         except Exception:
             log.warning("%s batch of %d failed; retrying its pages one by one", stage, len(ready))
             for task, image in ready:
+                task.attempts += 1
                 try:
                     (result,) = fn([image])
+                    self._resolve(task, result)
                 except Exception as exc:
                     self._dead_letter(task, exc)
-                else:
-                    self._resolve(task, result)
             return
         self.metrics.batch_size.labels(stage.value).observe(len(ready))
         self.metrics.stage_latency.labels(stage.value).observe(time.perf_counter() - started)
         for (task, _), result in zip(ready, results, strict=True):
-            self._resolve(task, result)
+            try:
+                self._resolve(task, result)
+            except Exception as exc:
+                self._dead_letter(task, exc)
 
     def _image_or_dead_letter(self, task: Task) -> RGBArray | None:
         assert task.image is not None  # noqa: S101 - set in _admit
@@ -316,7 +338,15 @@ class GpuNode:
         }[task.stage]
         update[field] = result
         page = task.page.model_copy(update=update)
-        self.order.resolve(task.slot, [result_output(task, page, self.facts_topic[task.stage])])
+        out = result_output(task, page, self.facts_topic[task.stage])
+        size = _size(out)
+        if size > self.settings.node.max_output_bytes:
+            # Raised before the slot is resolved: the caller dead-letters the task.
+            raise OutputTooLargeError(
+                f"{task.stage} result is {size} bytes, over max_output_bytes="
+                f"{self.settings.node.max_output_bytes}"
+            )
+        self.order.resolve(task.slot, [out])
 
     def _dead_letter(self, task: Task, exc: BaseException) -> None:
         if not task.dropped:
@@ -341,50 +371,59 @@ class GpuNode:
             dlq_topic=self.dlq_topic,
             attempts=attempts,
         )
+        if _size(out) > self.settings.node.max_output_bytes:
+            # The original plus error headers would not fit in a Kafka record: keep the
+            # coordinates and the reason (the source offset still holds the value while
+            # the work topic retains it), drop the value.
+            dropped = (VALUE_DROPPED_HEADER, str(len(origin.value or b"")).encode())
+            out = Output(out.topic, out.key, None, [*out.headers, dropped])
         self.order.resolve(slot, [out])
 
     # ---- extraction (asynchronous) ---------------------------------------
 
     def _backlog_ready(self) -> bool:
-        if not self.backlog or self.inflight_count >= self.settings.node.max_inflight_extractions:
+        if self.inflight_count >= self.settings.node.max_inflight_extractions:
             return False
-        return self.backlog[0].not_before <= time.monotonic()
+        now = time.monotonic()
+        return any(not t.dropped and t.not_before <= now for t in self.backlog)
+
+    def _pop_eligible(self) -> Task | None:
+        """The first backlog task that may go now (tasks waiting out an engine retry
+        are skipped, so other engines' work does not queue behind them)."""
+        now = time.monotonic()
+        for i, task in enumerate(self.backlog):
+            if not task.dropped and task.not_before <= now:
+                del self.backlog[i]
+                return task
+        return None
 
     def _submit_extractions(self) -> None:
         limit = self.settings.node.max_inflight_extractions
-        while self.backlog and self.inflight_count < limit:
-            head = self.backlog[0]
-            if head.dropped:
-                self.backlog.popleft()
-                continue
-            if head.not_before > time.monotonic():
-                break
+        self.backlog = deque(t for t in self.backlog if not t.dropped)
+        while self.inflight_count < limit and (head := self._pop_eligible()) is not None:
             try:
                 engine = self.engines.for_backend(head.page.options.backend)
             except ValueError as exc:
-                self.backlog.popleft()
                 self._dead_letter(head, exc)
                 continue
-            chunk = self._take_chunk(engine, limit - self.inflight_count)
+            chunk = self._take_chunk(head, engine, limit - self.inflight_count)
             future = self._bg.submit(self._extract(engine, chunk))
             self.inflight[future] = chunk
             self.inflight_count += len(chunk)
         self.metrics.inflight.set(self.inflight_count)
         self.metrics.extract_backlog.set(len(self.backlog))
 
-    def _take_chunk(self, engine: Extractor, room: int) -> list[Task]:
-        """Up to max_batch backlog tasks for `engine`, in backlog order, head first."""
-        size = min(room, self.settings.node.max_batch)
-        head = self.backlog.popleft()
+    def _take_chunk(self, head: Task, engine: Extractor, room: int) -> list[Task]:
+        """`head` plus up to max_batch-1 more eligible backlog tasks for `engine`."""
         chunk = [head]
         if head.extra.get("alone"):
             return chunk
+        size = min(room, self.settings.node.max_batch)
+        now = time.monotonic()
         kept: deque[Task] = deque()
         while self.backlog and len(chunk) < size:
             task = self.backlog.popleft()
-            if task.dropped:
-                continue
-            if task.extra.get("alone") or task.not_before > time.monotonic():
+            if task.extra.get("alone") or task.not_before > now:
                 kept.append(task)
                 continue
             try:
@@ -452,16 +491,25 @@ class GpuNode:
                 log.warning("extract batch of %d failed; retrying one by one", len(live))
                 for task in live:
                     task.extra["alone"] = True
+                    task.attempts += 1
                 self.backlog.extendleft(reversed(live))
             else:
                 for task in live:
                     self._dead_letter(task, exc)
             return
+        if len(outcomes) != len(tasks):
+            wrong = RuntimeError(f"engine returned {len(outcomes)} results for {len(tasks)}")
+            for task in live:
+                self._dead_letter(task, wrong)
+            return
         for task, outcome in zip(tasks, outcomes, strict=True):
             if isinstance(outcome, BaseException):
                 self._dead_letter(task, outcome)
-            else:
+                continue
+            try:
                 self._resolve(task, outcome)
+            except Exception as exc:
+                self._dead_letter(task, exc)
 
     def _apply_backpressure(self) -> None:
         assert self._consumer is not None  # noqa: S101
@@ -490,6 +538,7 @@ class GpuNode:
         producer, consumer = self._producer, self._consumer
         try:
             producer.begin_transaction()
+            self._in_transaction = True
             for out in ready.outputs:
                 self._produce(out)
             offsets = [TopicPartition(t, p, o) for (t, p), o in ready.next_offsets.items()]
@@ -497,11 +546,14 @@ class GpuNode:
                 offsets, consumer.consumer_group_metadata(), _TXN_TIMEOUT_S
             )
             self._commit_transaction()
-        except KafkaException as exc:
-            error: KafkaError = exc.args[0]
-            if error.fatal() or (not error.txn_requires_abort() and not error.retriable()):
+            self._in_transaction = False
+        except (KafkaException, BufferError) as exc:
+            error = exc.args[0] if isinstance(exc, KafkaException) else None
+            if isinstance(error, KafkaError) and error.fatal():
                 raise FatalNodeError(f"transaction failed fatally: {error}") from exc
-            log.warning("transaction aborted (%s); %d records will be redone", error, ready.records)
+            # Anything else (abortable, a refused record, a full queue): abort and redo.
+            # If even the abort fails the producer is unusable: that is the fatal case.
+            log.warning("transaction aborted (%s); %d records will be redone", exc, ready.records)
             self._abort_and_rewind(ready)
             return
         self.metrics.transactions.labels("commit").inc()
@@ -516,17 +568,23 @@ class GpuNode:
             except KafkaException as exc:
                 error: KafkaError = exc.args[0]
                 # Retriable: the outcome is unknown; the same call may be repeated.
-                if not error.retriable() or attempt == _COMMIT_RETRIES:
+                if not error.retriable():
                     raise
+                if attempt == _COMMIT_RETRIES:
+                    # Still in flight: aborting now is invalid, so only a restart settles it.
+                    raise FatalNodeError(f"commit_transaction kept failing: {error}") from exc
                 log.warning("commit_transaction retriable error (%s), retrying", error)
 
     def _produce(self, out: Output) -> None:
         assert self._producer is not None  # noqa: S101
+        deadline = time.monotonic() + _TXN_TIMEOUT_S
         while True:
             try:
                 self._producer.produce(out.topic, out.value, out.key, headers=list(out.headers))
                 return
             except BufferError:
+                if time.monotonic() > deadline:
+                    raise  # deliveries are not draining: abort the transaction
                 self._producer.poll(0.1)  # local queue full: let deliveries drain
 
     def _abort_and_rewind(self, ready: Ready) -> None:
@@ -535,6 +593,7 @@ class GpuNode:
             self._producer.abort_transaction(_TXN_TIMEOUT_S)
         except KafkaException as exc:
             raise FatalNodeError(f"abort_transaction failed: {exc}") from exc
+        self._in_transaction = False
         self.metrics.transactions.labels("abort").inc()
         # Redo from the first released record of each partition; later work on those
         # partitions is dropped too, since the seek re-delivers it.
@@ -580,6 +639,17 @@ class GpuNode:
         self.assigned -= gone
         self.paused -= gone
         log.info("%s %d partitions; dropped %d buffered tasks", why, len(gone), dropped)
+
+
+def _size(out: Output) -> int:
+    """Bytes the record takes against message.max.bytes (value, key, headers)."""
+    size = len(out.value or b"") + len(out.key or b"")
+    return size + sum(len(k) + len(v) for k, v in out.headers)
+
+
+async def _cleanup(runner: Any) -> None:
+    if runner is not None:
+        await runner.cleanup()
 
 
 def _header_pairs(msg: Message) -> list[tuple[str, bytes]]:

@@ -100,6 +100,9 @@ class NodeSettings(BaseModel):
     # so this only has to exceed that; extraction runs off the loop.
     max_poll_interval_ms: int = Field(default=300_000, ge=10_000)
     transaction_timeout_ms: int = Field(default=60_000, ge=1_000)
+    # A result or dead letter larger than this is not produced (the broker's default
+    # message.max.bytes is 1 MiB; leave room for the batch overhead).
+    max_output_bytes: int = Field(default=1_000_000, ge=10_000)
     # An unavailable engine (server down, circuit open): work is kept and retried after this.
     engine_retry_s: float = Field(default=5.0, gt=0)
     # On SIGTERM: how long to let in-flight extractions finish before the last commit.

@@ -89,3 +89,82 @@ def test_poison_records_are_dead_lettered_and_neighbours_complete(
     assert "page_no" in message[4]
     assert klass[5].endswith("ImageDecodeError") and "over the" in message[5]
     assert klass[6].endswith("BlobAccessError")
+
+
+class PickyEngine:
+    """The real rules engine, except that it raises on one document type: a model
+    exception that takes down the whole batch it is in."""
+
+    name = "picky-rules"
+
+    def __init__(self, rules) -> None:
+        self.rules = rules
+        self.calls: list[int] = []
+
+    async def extract(self, items):
+        self.calls.append(len(items))
+        if any(i.document_type is DocumentType.cnh_back for i in items):
+            raise RuntimeError("model crashed on this page")
+        return await self.rules.extract(items)
+
+
+def test_a_model_exception_is_isolated_to_its_record(
+    settings, topology: Topology, node_factory, make_page, model_registry
+):
+    from schemas import Backend, Options
+    from schemas.pages import OcrResult
+
+    work, facts = stage_topics(topology)[Stage.extract]
+    dlq = topology.name(DLQ)
+    (doc,) = generate(33, 1, doc_types=[DocumentType.letter], rotations=[0], width=240)
+    ocr = OcrResult(text="", confidence=0.0)  # OCR done upstream: the engine is instant
+    types = [DocumentType.letter] * 3 + [DocumentType.cnh_back] + [DocumentType.letter] * 3
+    pages = [
+        make_page(
+            doc.image,
+            doc_id=f"m-{i}",
+            options=Options(backend=Backend.vlm, document_type=t),
+            ocr=ocr,
+        )
+        for i, t in enumerate(types)
+    ]
+    engine = PickyEngine(model_registry.rules)
+    with node_factory(vlm=engine, max_batch=8):
+        produce(settings, work, [(KEY, encode(p)) for p in pages])
+        out = read_committed(settings, [facts, dlq], expect=7, settle_s=1)
+    done = sorted(decode(PageState, m.value()).doc_id for m in out if m.topic() == facts)
+    dead = [m for m in out if m.topic() == dlq]
+    assert done == ["m-0", "m-1", "m-2", "m-4", "m-5", "m-6"]
+    assert len(dead) == 1
+    h = dict(dead[0].headers())
+    assert decode(PageState, dead[0].value()).doc_id == "m-3"
+    assert h[headers.ERROR_EXCEPTION_CLASS] == b"builtins.RuntimeError"
+    assert h[headers.ERROR_STAGE] == b"extract"
+    assert max(engine.calls) > 1 and 1 in engine.calls  # batched first, then isolated
+
+
+def test_a_result_too_large_for_kafka_is_dead_lettered_not_a_crash_loop(
+    settings, topology: Topology, node_factory, make_page
+):
+    from gpu_node.node import VALUE_DROPPED_HEADER
+
+    work, facts = stage_topics(topology)[Stage.classify]
+    dlq = topology.name(DLQ)
+    (doc,) = generate(34, 1, doc_types=[DocumentType.letter], rotations=[0], width=240)
+    # Attributes ride along with the page; these push the record past the node's limit.
+    bulky = {f"k{i}": "x" * 900 for i in range(16)}
+    big = make_page(doc.image, doc_id="big", attributes=bulky)
+    small = make_page(doc.image, doc_id="small")
+    with node_factory(max_output_bytes=12_000):
+        produce(settings, work, [(KEY, encode(big)), (KEY, encode(small))])
+        out = read_committed(settings, [facts, dlq], expect=2, settle_s=1)
+    (result,) = [m for m in out if m.topic() == facts]
+    (dead,) = [m for m in out if m.topic() == dlq]
+    assert decode(PageState, result.value()).doc_id == "small"
+    h = dict(dead.headers())
+    assert h[headers.ERROR_EXCEPTION_CLASS].endswith(b"OutputTooLargeError")
+    assert b"max_output_bytes" in h[headers.ERROR_EXCEPTION_MESSAGE]
+    # The original does not fit beside the error headers either: coordinates are kept.
+    assert dead.value() is None
+    assert int(h[VALUE_DROPPED_HEADER]) == len(encode(big))
+    assert h[headers.ERROR_OFFSET] == b"0"
