@@ -51,9 +51,14 @@ log = logging.getLogger(__name__)
 
 _TXN_TIMEOUT_S = 30.0
 _COMMIT_RETRIES = 5
+_BUSY_POLL_S = 0.005
+# Synchronous-stage batches consumed ahead of the model: one computing, one fetching.
+_QUEUED_BATCHES = 2
 # On a dead letter whose original value had to be left out: its size in bytes.
 VALUE_DROPPED_HEADER = headers.ERROR_PREFIX + "value.dropped"
 
+# A task with its stage result, or the reason it has none.
+Outcome = tuple[Task, Any]
 # What one synchronous stage does with a batch of upright page images.
 StageFn = Callable[[Sequence[RGBArray]], Sequence[Any]]
 
@@ -98,7 +103,8 @@ class GpuNode:
         self.http_port: int | None = None
 
         self.order = OffsetOrder()
-        self.sync_batches: deque[list[Task]] = deque()
+        # Batches of the synchronous stages queued on the compute thread, oldest first.
+        self.computing: deque[Future[list[Outcome]]] = deque()
         self.backlog: deque[Task] = deque()  # extraction tasks waiting for an engine slot
         self.inflight: dict[Future[list[ExtractionResult | BaseException]], list[Task]] = {}
         self.inflight_count = 0
@@ -106,6 +112,8 @@ class GpuNode:
         self.paused: set[TopicPartitionKey] = set()
 
         self._pool = ThreadPoolExecutor(settings.node.fetch_threads, "pagestream-fetch")
+        # One thread: model calls of the synchronous stages, one batch at a time.
+        self._compute = ThreadPoolExecutor(1, "pagestream-compute")
         self._bg = BackgroundLoop()
         self._consumer: Consumer | None = None
         self._in_transaction = False
@@ -136,6 +144,9 @@ class GpuNode:
                 **{
                     "transactional.id": node.transactional_id,
                     "transaction.timeout.ms": node.transaction_timeout_ms,
+                    # A transaction's records are all produced at once, just before
+                    # the commit: waiting for more would only delay the commit.
+                    "linger.ms": 0,
                 },
             )
             # Fences an older instance with the same id and aborts its open transaction.
@@ -173,8 +184,9 @@ class GpuNode:
 
     def _drain(self, grace_s: float) -> None:
         deadline = time.monotonic() + grace_s
-        while (self.sync_batches or self.inflight) and time.monotonic() < deadline:
-            self._run_sync_batch()
+        while time.monotonic() < deadline and (self.computing or self.inflight):
+            if self.computing:
+                self._apply_outcomes(self.computing.popleft().result())
             self._collect_extractions(wait_s=0.1)
         self._commit_ready()
         log.info("GPU node stopped; %d uncommitted tasks will be redone", self.order.pending())
@@ -200,6 +212,7 @@ class GpuNode:
             except Exception:
                 log.exception("GPU node: error while closing %s", what)
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._compute.shutdown(wait=True)
         self._bg.stop()
 
     # ---- one iteration ---------------------------------------------------
@@ -207,16 +220,27 @@ class GpuNode:
     def step(self) -> None:
         assert self._consumer is not None  # noqa: S101 - run() sets it
         self.health.beat = time.monotonic()
-        # Work in hand: only take what is already fetched, then compute.
-        busy = bool(self.sync_batches) or self._backlog_ready()
-        wait_s = 0.0 if busy else self.settings.node.max_wait_ms / 1000
-        messages = self._consumer.consume(self.settings.node.max_batch, wait_s)
-        self._admit(messages)
-        self._run_sync_batch()
+        # A pipeline: batch N runs on the model in the compute thread, batch N+1 waits
+        # for it there with its images already being fetched and decoded in the pool,
+        # and this thread polls, commits what is finished and feeds the engines.
+        if len(self.computing) < _QUEUED_BATCHES:
+            max_wait_s = self.settings.node.max_wait_ms / 1000
+            if self.computing:
+                wait_s = min(max_wait_s, _BUSY_POLL_S)  # the model is busy anyway
+            elif self._backlog_ready():
+                wait_s = 0.0
+            else:
+                wait_s = max_wait_s
+            self._admit(self._consumer.consume(self.settings.node.max_batch, wait_s))
         self._collect_extractions(wait_s=0.0)
         self._submit_extractions()
         self._apply_backpressure()
         self._commit_ready()
+        # In order; block on the oldest only when the look-ahead is full.
+        while self.computing and (
+            self.computing[0].done() or len(self.computing) >= _QUEUED_BATCHES
+        ):
+            self._apply_outcomes(self.computing.popleft().result())
 
     def _admit(self, messages: Sequence[Message]) -> None:
         sync: list[Task] = []
@@ -256,7 +280,7 @@ class GpuNode:
             else:
                 sync.append(task)
         if sync:
-            self.sync_batches.append(sync)
+            self.computing.append(self._compute.submit(self._compute_batch, sync))
 
     def _fetch(self, stage: Stage, page: PageState) -> RGBArray:
         data = self.blobs.get(page.image.uri, expected_sha256=page.image.sha256)
@@ -277,23 +301,28 @@ class GpuNode:
     def _ocr(self, images: Sequence[RGBArray]) -> Sequence[Any]:
         return self.models.ocr.read(images)
 
-    def _run_sync_batch(self) -> None:
-        if not self.sync_batches:
-            return
-        batch = [t for t in self.sync_batches.popleft() if not t.dropped]
+    def _compute_batch(self, batch: list[Task]) -> list[Outcome]:
+        """Compute thread: one model call per stage; touches no shared loop state."""
+        # Dropped meanwhile (revoked, rewound): the new owner or the redo does it.
+        batch = [t for t in batch if not t.dropped]
+        outcomes: list[Outcome] = []
         for stage in (Stage.orient, Stage.classify, Stage.ocr):
             tasks = [t for t in batch if t.stage is stage]
             if tasks:
-                self._run_stage(stage, tasks)
+                outcomes.extend(self._compute_stage(stage, tasks))
+        return outcomes
 
-    def _run_stage(self, stage: Stage, tasks: list[Task]) -> None:
+    def _compute_stage(self, stage: Stage, tasks: list[Task]) -> list[Outcome]:
+        outcomes: list[Outcome] = []
         ready: list[tuple[Task, RGBArray]] = []
         for task in tasks:
-            image = self._image_or_dead_letter(task)
-            if image is not None:
-                ready.append((task, image))
+            assert task.image is not None  # noqa: S101 - set in _admit
+            try:
+                ready.append((task, task.image.result()))
+            except Exception as exc:  # any fetch/decode failure is the record's
+                outcomes.append((task, exc))
         if not ready:
-            return
+            return outcomes
         fn = self._stage_fns[stage]
         started = time.perf_counter()
         try:
@@ -306,25 +335,24 @@ class GpuNode:
                 task.attempts += 1
                 try:
                     (result,) = fn([image])
-                    self._resolve(task, result)
+                    outcomes.append((task, result))
                 except Exception as exc:
-                    self._dead_letter(task, exc)
-            return
+                    outcomes.append((task, exc))
+            return outcomes
         self.metrics.batch_size.labels(stage.value).observe(len(ready))
         self.metrics.stage_latency.labels(stage.value).observe(time.perf_counter() - started)
-        for (task, _), result in zip(ready, results, strict=True):
+        outcomes.extend((task, result) for (task, _), result in zip(ready, results, strict=True))
+        return outcomes
+
+    def _apply_outcomes(self, outcomes: list[Outcome]) -> None:
+        for task, outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                self._dead_letter(task, outcome)
+                continue
             try:
-                self._resolve(task, result)
+                self._resolve(task, outcome)
             except Exception as exc:
                 self._dead_letter(task, exc)
-
-    def _image_or_dead_letter(self, task: Task) -> RGBArray | None:
-        assert task.image is not None  # noqa: S101 - set in _admit
-        try:
-            return task.image.result()
-        except Exception as exc:
-            self._dead_letter(task, exc)
-            return None
 
     def _resolve(self, task: Task, result: Any) -> None:
         if task.dropped:
