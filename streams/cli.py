@@ -179,6 +179,15 @@ def train_classifier(
     out.print(f"checkpoint: {out_path}")
 
 
+@app.command("agents")
+def agents_cmd() -> None:
+    """Run one CPU agent worker (ingest, route, deliver); start more to scale out."""
+    from streams.agents.app import run_worker
+
+    verbose = logging.getLogger().isEnabledFor(logging.INFO)
+    run_worker(_settings(), loglevel="INFO" if verbose else "WARNING")
+
+
 @app.command("gpu-node")
 def gpu_node_cmd() -> None:
     """Run the GPU node: micro-batches from the gpu.* topics, results out, exactly once."""

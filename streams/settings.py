@@ -142,6 +142,19 @@ class BlobSettings(BaseModel):
     storage_options: dict[str, Any] = Field(default_factory=dict)
 
 
+class AgentSettings(BaseModel):
+    """The faust CPU agents (`pagestream agents`)."""
+
+    # Consumer group and table namespace; the topic prefix is prepended.
+    app_id: str = "pagestream-agents"
+    # A `process` page classified below this is not extracted (see streams/routing.py).
+    min_confidence: float = Field(default=0.6, ge=0, le=1)
+    # Rasterized or decoded pages larger than this are refused (decompression bombs).
+    max_page_pixels: int = Field(default=40_000_000, gt=0)
+    web_host: str = "127.0.0.1"
+    web_port: int = Field(default=6066, ge=1, le=65535)  # faust's web server: /metrics
+
+
 class Settings(BaseSettings):
     """Settings of the `pagestream` CLI and the CPU agents."""
 
@@ -153,3 +166,4 @@ class Settings(BaseSettings):
     broker: BrokerSettings = Field(default_factory=BrokerSettings)
     topics: TopicSettings = Field(default_factory=TopicSettings)
     blobs: BlobSettings = Field(default_factory=BlobSettings)
+    agents: AgentSettings = Field(default_factory=AgentSettings)

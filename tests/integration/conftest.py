@@ -1,4 +1,4 @@
-"""Fixtures for GPU-node tests through a real broker: pages in, results out.
+"""Fixtures for tests through a real broker: pages in, results out.
 
 `node_factory` runs a real `GpuNode` in a thread of the test process (models
 loaded once per session); the SIGKILL test runs `pagestream gpu-node` as a

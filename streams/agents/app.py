@@ -1,0 +1,139 @@
+"""The faust app: ingest, route and deliver wired to the topics.
+
+Workers of the same app (same topic prefix and app_id) form one consumer group
+and share the partitions: start more `pagestream agents` processes to scale. The
+logic lives in ingest.py, route.py and deliver.py; this module only moves bytes.
+Agents are at-least-once (faust's exactly_once is unreliable): every send is
+awaited until the broker acknowledged it before the input counts as processed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Iterable, Iterator, MutableMapping
+from typing import Any
+
+import faust
+
+from streams.agents.deliver import Deliver
+from streams.agents.ingest import Ingest
+from streams.agents.records import Emit
+from streams.agents.route import Route
+from streams.blobs import BlobStore
+from streams.dead_letters import Origin
+from streams.settings import Settings
+from streams.topics import CLASSIFIED, EXTRACTED, ORIENTED, PAGES_DONE, RAW, RECOGNIZED, Topology
+
+log = logging.getLogger(__name__)
+
+
+def _origin(event: Any) -> Origin:
+    msg = event.message
+    raw_headers = msg.headers or []
+    pairs = raw_headers.items() if isinstance(raw_headers, dict) else raw_headers
+    return Origin(
+        topic=msg.topic,
+        partition=msg.partition,
+        offset=msg.offset,
+        timestamp_ms=int(msg.timestamp * 1000) if msg.timestamp else None,
+        key=msg.key,
+        value=msg.value,
+        headers=tuple((k, v or b"") for k, v in pairs),
+    )
+
+
+class JsonTable(MutableMapping[str, Any]):
+    """A faust table with str keys and JSON values over the app's raw (bytes) serializers."""
+
+    def __init__(self, table: Any) -> None:
+        self._table = table
+
+    def __getitem__(self, key: str) -> Any:
+        raw = self._table.get(key.encode())
+        if raw is None:
+            raise KeyError(key)
+        return json.loads(raw)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._table[key.encode()] = json.dumps(value, separators=(",", ":")).encode()
+
+    def __delitem__(self, key: str) -> None:
+        del self._table[key.encode()]
+
+    def __iter__(self) -> Iterator[str]:
+        return (k.decode() for k in self._table)
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+
+def build_app(settings: Settings) -> faust.App:
+    topo = Topology(settings.topics.prefix)
+    agents = settings.agents
+    app_id = f"{settings.topics.prefix}{agents.app_id}"
+    app = faust.App(
+        app_id,
+        broker=settings.kafka.faust_broker_url(),
+        broker_credentials=settings.kafka.faust_credentials(),
+        store="memory://",  # tables recover from their changelog topic on start
+        key_serializer="raw",
+        value_serializer="raw",
+        consumer_auto_offset_reset="earliest",
+        producer_acks=-1,
+        topic_partitions=PAGES_DONE.partitions,
+        web_host=agents.web_host,
+        web_port=agents.web_port,
+    )
+    blobs = BlobStore(
+        settings.blobs.root,
+        settings.blobs.read_roots,
+        max_blob_bytes=settings.blobs.max_blob_bytes,
+        storage_options=settings.blobs.storage_options,
+    )
+    ingest = Ingest(topo, blobs, group=app_id, max_pixels=agents.max_page_pixels)
+    route = Route(topo, group=app_id, min_confidence=agents.min_confidence)
+    deliver = Deliver(topo, group=app_id, min_confidence=agents.min_confidence)
+
+    raw_topic = app.topic(topo.name(RAW))
+    facts_topic = app.topic(*(topo.name(t) for t in (ORIENTED, CLASSIFIED, EXTRACTED, RECOGNIZED)))
+    done_topic = app.topic(topo.name(PAGES_DONE))
+    # Co-partitioned with docs.pages.done (same key, same partition count).
+    pages = JsonTable(app.Table("deliver-pages", default=None, partitions=PAGES_DONE.partitions))
+
+    async def send_all(emits: Iterable[Emit]) -> None:
+        pending = [
+            await app.send(e.topic, key=e.key, value=e.value, headers=e.headers) for e in emits
+        ]
+        # Acknowledged by the broker before the input's offset may be committed.
+        await asyncio.gather(*pending)
+
+    @app.agent(raw_topic, name="ingest")
+    async def ingest_agent(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
+        async for event in stream.events():
+            # Rasterizing is CPU work: off the event loop, which serves heartbeats.
+            emits = await asyncio.to_thread(ingest.handle, _origin(event))
+            await send_all(emits)
+            yield None
+
+    @app.agent(facts_topic, name="route")
+    async def route_agent(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
+        async for event in stream.events():
+            await send_all(route.handle(_origin(event)))
+            yield None
+
+    @app.agent(done_topic, name="deliver")
+    async def deliver_agent(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
+        async for event in stream.events():
+            emits, _result = deliver.handle(_origin(event), pages)
+            await send_all(emits)
+            yield None
+
+    return app
+
+
+def run_worker(settings: Settings, loglevel: str = "WARNING") -> None:
+    app = build_app(settings)
+    worker = faust.Worker(app, loglevel=loglevel, redirect_stdouts=False)
+    worker.execute_from_commandline()

@@ -1,0 +1,99 @@
+"""deliver: pages of a document -> one DocumentResult on docs.results (keyed by doc_id).
+
+Pages are collected per doc_id in a changelog-backed table; when every page is
+there the result is emitted and the entry shrinks to a `delivered` marker, so a
+page delivered twice (agents are at-least-once) neither completes a document
+early nor emits it again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import MutableMapping
+from datetime import UTC, datetime
+from typing import Any
+
+from schemas import DocumentResult, PageState, RecordError, decode
+from schemas.results import PageResult
+from streams.agents.records import Emit, dead_letter, emit_record
+from streams.dead_letters import Origin
+from streams.routing import next_step
+from streams.topics import DLQ, RESULTS, Topology
+
+log = logging.getLogger(__name__)
+
+STAGE = "deliver"
+
+# Table value per doc_id: {"pages": {page_no: PageState JSON}} or {"delivered": True}.
+Entry = dict[str, Any]
+
+
+class Deliver:
+    def __init__(self, topology: Topology, *, group: str, min_confidence: float) -> None:
+        self.topology = topology
+        self.group = group
+        self.min_confidence = min_confidence
+
+    def handle(
+        self, origin: Origin, table: MutableMapping[str, Entry]
+    ) -> tuple[list[Emit], DocumentResult | None]:
+        """Emits, and the result when this page completed its document (for the webhook)."""
+        try:
+            page = decode(PageState, origin.value)
+        except RecordError as exc:
+            dlq = self.topology.name(DLQ)
+            return [
+                dead_letter(origin, dlq_topic=dlq, stage=STAGE, group=self.group, exc=exc)
+            ], None
+        entry = table.get(page.doc_id) or {"pages": {}}
+        if entry.get("delivered"):
+            log.debug("deliver: duplicate page %d of delivered doc %s", page.page_no, page.doc_id)
+            return [], None
+        pages: dict[str, Any] = dict(entry["pages"])
+        pages[str(page.page_no)] = page.model_dump(mode="json")
+        if len(pages) < page.page_count:
+            table[page.doc_id] = {"pages": pages}
+            return [], None
+        result = self.result([PageState.model_validate(p) for p in pages.values()])
+        table[page.doc_id] = {"delivered": True}
+        log.info("deliver: doc %s complete, %d pages", page.doc_id, page.page_count)
+        emit = emit_record(self.topology.name(RESULTS), page.doc_id, result, origin, STAGE)
+        return [emit], result
+
+    def result(self, pages: list[PageState]) -> DocumentResult:
+        pages = sorted(pages, key=lambda p: p.page_no)
+        first = pages[0]
+        errors = [f"page {p.page_no}: {p.error}" for p in pages if p.error]
+        for p in pages:
+            note = next_step(p, min_confidence=self.min_confidence).note
+            if note and not p.error:
+                errors.append(f"page {p.page_no}: {note}")
+        classified = [p.classification for p in pages if p.classification]
+        # The document's type: what most pages say (a PDF of an ID card's two sides
+        # says rg_front and rg_back; the first page breaks ties).
+        doc_type = confidence = None
+        if classified:
+            votes = Counter(c.document_type for c in classified)
+            doc_type = max(votes, key=lambda t: (votes[t], -_first_index(classified, t)))
+            confidence = min(c.confidence for c in classified if c.document_type is doc_type)
+        extracted = next((p.extraction for p in pages if p.extraction), None)
+        return DocumentResult(
+            doc_id=first.doc_id,
+            operation=first.operation,
+            status="completed",
+            page_count=first.page_count,
+            pages=[PageResult.from_page(p) for p in pages],
+            document_type=extracted.document_type if extracted else doc_type,
+            confidence=confidence,
+            image_correction=first.orientation.image_correction if first.orientation else None,
+            fields=extracted.fields if extracted else None,
+            errors=errors,
+            attributes=first.attributes,
+            submitted_at=first.submitted_at,
+            completed_at=datetime.now(UTC),
+        )
+
+
+def _first_index(classified: list[Any], doc_type: Any) -> int:
+    return next(i for i, c in enumerate(classified) if c.document_type is doc_type)

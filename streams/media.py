@@ -1,0 +1,463 @@
+"""Media handling for the ingest agent: sniff uploads and split them into page images.
+
+Everything here is a pure function of the uploaded bytes and the limits, so
+tests need no broker and the agent can move the CPU work off its event loop: into
+a worker process, or one thread at a time (PyMuPDF does not support concurrent
+use from several threads). Uploads are
+hostile input: the type comes from the bytes (never the file name or the
+client's claim), limits are checked from headers before anything is decoded,
+and every failure is a ``MediaError`` whose one-line message names sizes,
+counts and types only, never document content, because it ends up in logs and
+in DLQ headers.
+
+Decisions:
+- A document with more pages (PDF) or frames (TIFF/GIF) than ``max_pages`` is
+  rejected, not truncated: a silently partial result looks complete to the
+  client, while a DLQ record can be replayed with a higher limit.
+- Multi-frame TIFF and GIF yield one page per frame. Other formats yield their
+  first frame only: a second MPO frame is a preview or depth map, and an
+  animated PNG/WebP is not a multi-page document.
+- Pages are RGB PNGs built from pixels only: EXIF (GPS included), ICC profiles,
+  text chunks and transparency are dropped. Transparent areas become white,
+  like the paper the page stands for. EXIF orientation is applied first, so
+  pages are upright as photographed.
+- PDFs that need a password to open are rejected; PDFs with only an owner
+  password (permission flags) open without one in every viewer, so they are
+  rendered.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, cast
+
+import pymupdf
+from PIL import (
+    BmpImagePlugin,
+    GifImagePlugin,
+    Image,
+    ImageFile,
+    ImageOps,
+    JpegImagePlugin,
+    PngImagePlugin,
+    TiffImagePlugin,
+    WebPImagePlugin,
+)
+
+PDF = "application/pdf"
+
+# Pillow format name -> media type. MPO is what Pillow calls a JPEG carrying
+# extra pictures (phones and stereo cameras write them).
+_PIL_MEDIA_TYPES: dict[str, str] = {
+    JpegImagePlugin.JpegImageFile.format: "image/jpeg",
+    PngImagePlugin.PngImageFile.format: "image/png",
+    TiffImagePlugin.TiffImageFile.format: "image/tiff",
+    WebPImagePlugin.WebPImageFile.format: "image/webp",
+    GifImagePlugin.GifImageFile.format: "image/gif",
+    BmpImagePlugin.BmpImageFile.format: "image/bmp",
+}
+SUPPORTED_MEDIA_TYPES: frozenset[str] = frozenset({PDF, *_PIL_MEDIA_TYPES.values()})
+_MULTI_PAGE = frozenset({"image/tiff", "image/gif"})
+
+# Acrobat accepts the header anywhere in the first 1024 bytes; so do we.
+_PDF_MAGIC = b"%PDF-"
+_PDF_MAGIC_WINDOW = 1024
+# Pillow identifies formats from the first 16 bytes (see PIL.Image.open).
+_PIL_PREFIX = 16
+_TEXT_WINDOW = 1024
+_SIGNATURE_BYTES = 8
+
+# Formats we refuse but can name, so a DLQ reader sees "application/zip"
+# rather than a hex dump. Order matters: longer or more specific first.
+_KNOWN_SIGNATURES: tuple[tuple[bytes, int, str], ...] = (
+    (b"PK\x03\x04", 0, "application/zip"),
+    (b"PK\x05\x06", 0, "application/zip"),
+    (b"\x1f\x8b", 0, "application/gzip"),
+    (b"7z\xbc\xaf\x27\x1c", 0, "application/x-7z-compressed"),
+    (b"Rar!\x1a\x07", 0, "application/vnd.rar"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", 0, "application/x-ole-storage"),
+    (b"{\\rtf", 0, "application/rtf"),
+    (b"%!PS", 0, "application/postscript"),
+    (b"ftypheic", 4, "image/heic"),
+    (b"ftypheix", 4, "image/heic"),
+    (b"ftypmif1", 4, "image/heif"),
+    (b"ftypavif", 4, "image/avif"),
+    (b"\x00\x00\x00\x0cjP  ", 0, "image/jp2"),
+    (b"\xff\x4f\xff\x51", 0, "image/j2k"),
+    (b"\x00\x00\x01\x00", 0, "image/x-icon"),
+    (b"8BPS", 0, "image/vnd.adobe.photoshop"),
+    (b"\x7fELF", 0, "application/x-elf"),
+    (b"MZ", 0, "application/x-msdownload"),
+)
+_WHITE = (255, 255, 255)
+_MUPDF_EPSILON = 0.001
+
+
+class MediaError(ValueError):
+    """An upload that cannot become page images; the message is safe to log."""
+
+
+class EmptyInputError(MediaError):
+    pass
+
+
+class UnsupportedMediaError(MediaError):
+    pass
+
+
+class TooManyPagesError(MediaError):
+    pass
+
+
+class ImageTooLargeError(MediaError):
+    pass
+
+
+class CorruptImageError(MediaError):
+    pass
+
+
+class CorruptPdfError(MediaError):
+    pass
+
+
+class EncryptedPdfError(MediaError):
+    pass
+
+
+class EmptyPdfError(MediaError):
+    pass
+
+
+class UnsafePillowConfigError(RuntimeError):
+    """Process-wide Pillow settings make decoding untrusted images unsafe.
+
+    Not a MediaError: the upload is fine, the process is misconfigured, and
+    dead-lettering every image would hide that.
+    """
+
+
+@dataclass(frozen=True)
+class PageImage:
+    png: bytes
+    width: int
+    height: int
+    page_no: int  # 1-based
+    source_media_type: str
+
+
+def sniff(data: bytes) -> str:
+    """The media type of `data`, from its bytes alone; only supported types are returned."""
+    if not data:
+        raise EmptyInputError("input is empty (0 bytes)")
+    if _PDF_MAGIC in data[:_PDF_MAGIC_WINDOW]:
+        return PDF
+    fmt = _pil_format(data)
+    if fmt is not None:
+        return _PIL_MEDIA_TYPES[fmt]
+    raise UnsupportedMediaError(
+        f"unsupported media: {_describe_unsupported(data)} ({len(data)} bytes); "
+        f"supported: {', '.join(sorted(SUPPORTED_MEDIA_TYPES))}"
+    )
+
+
+def split_pages(data: bytes, *, dpi: int, max_pages: int, max_pixels: int) -> list[PageImage]:
+    """One upright RGB PNG per page of `data` (a PDF or a supported image).
+
+    PDF pages are rendered at `dpi`; images keep their own resolution.
+    Raises a MediaError subclass for anything that cannot be paged within
+    `max_pages` pages of at most `max_pixels` pixels each.
+    """
+    for name, value in (("dpi", dpi), ("max_pages", max_pages), ("max_pixels", max_pixels)):
+        if value < 1:
+            raise ValueError(f"{name} must be positive, got {value}")
+    media_type = sniff(data)
+    if media_type == PDF:
+        return _split_pdf(data, dpi=dpi, max_pages=max_pages, max_pixels=max_pixels)
+    return _split_image(data, media_type, max_pages=max_pages, max_pixels=max_pixels)
+
+
+# --- identification ---------------------------------------------------------------
+
+
+def _pil_format(data: bytes) -> str | None:
+    prefix = data[:_PIL_PREFIX]
+    for fmt in _PIL_MEDIA_TYPES:
+        accept = Image.OPEN[fmt][1]
+        # A string result is Pillow saying "looks like it, but unsupported here".
+        if accept is not None and accept(prefix) is True:
+            return fmt
+    return None
+
+
+def _describe_unsupported(data: bytes) -> str:
+    for magic, offset, media_type in _KNOWN_SIGNATURES:
+        if data.startswith(magic, offset):
+            return f"{media_type} signature"
+    text = _as_text(data[:_TEXT_WINDOW])
+    if text is not None:
+        head = text.lstrip("\ufeff \t\r\n").lower()
+        if head.startswith("<svg") or (head.startswith("<?xml") and "<svg" in head):
+            return "image/svg+xml-looking text"
+        if head.startswith(("<!doctype html", "<html")):
+            return "text/html-looking bytes"
+        return "text/plain-looking bytes"
+    signature = data[:_SIGNATURE_BYTES]
+    return f"unrecognised {len(signature)}-byte signature 0x{signature.hex()}"
+
+
+def _as_text(window: bytes) -> str | None:
+    # Incremental decoding: the window may end inside a multi-byte character.
+    try:
+        text = codecs.getincrementaldecoder("utf-8")().decode(window, final=False)
+    except UnicodeDecodeError:
+        return None
+    if all(ch.isprintable() or ch in "\t\n\r\f\v" for ch in text):
+        return text
+    return None
+
+
+# --- PDF ----------------------------------------------------------------------------
+
+
+def _split_pdf(data: bytes, *, dpi: int, max_pages: int, max_pixels: int) -> list[PageImage]:
+    try:
+        # PyMuPDF is only partly annotated; Any keeps strict mypy to this one line.
+        doc: Any = pymupdf.open(stream=data, filetype="pdf")  # type: ignore[no-untyped-call]
+    except MemoryError:
+        raise
+    except Exception as exc:
+        raise CorruptPdfError(
+            f"corrupt PDF: cannot be parsed ({type(exc).__name__}, {len(data)} bytes)"
+        ) from None
+    try:
+        if doc.needs_pass:
+            raise EncryptedPdfError("encrypted PDF: a password is needed to open it")
+        count = _pdf_page_count(doc)
+        if count == 0:
+            # MuPDF rebuilds a damaged file from whatever objects it finds; none
+            # of them being a page means corrupt, not a genuinely empty document.
+            if doc.is_repaired:
+                raise CorruptPdfError("corrupt PDF: damaged beyond repair, no pages recovered")
+            raise EmptyPdfError("PDF has no pages")
+        if count > max_pages:
+            raise TooManyPagesError(f"PDF has {count} pages, more than max_pages {max_pages}")
+        # Check every page before rendering any, so a bad last page costs no work.
+        for i in range(count):
+            _check_pdf_page(doc, i, count, dpi=dpi, max_pixels=max_pixels)
+        return [
+            _render_pdf_page(doc, i, count, dpi=dpi, max_pixels=max_pixels) for i in range(count)
+        ]
+    finally:
+        doc.close()
+
+
+def _pdf_page_count(doc: Any) -> int:
+    try:
+        return int(doc.page_count)
+    except MemoryError:
+        raise
+    except Exception as exc:
+        raise CorruptPdfError(f"corrupt PDF: page tree unreadable ({type(exc).__name__})") from None
+
+
+def _check_pdf_page(doc: Any, index: int, count: int, *, dpi: int, max_pixels: int) -> None:
+    try:
+        rect = doc[index].rect
+        width_pt, height_pt = float(rect.width), float(rect.height)
+    except MemoryError:
+        raise
+    except Exception as exc:
+        raise CorruptPdfError(
+            f"corrupt PDF: page {index + 1} of {count} unreadable ({type(exc).__name__})"
+        ) from None
+    width, height = _pixels(width_pt, dpi), _pixels(height_pt, dpi)
+    if width < 1 or height < 1:
+        raise CorruptPdfError(f"corrupt PDF: page {index + 1} of {count} has an empty page box")
+    if width * height > max_pixels:
+        raise ImageTooLargeError(
+            f"PDF page {index + 1} of {count} would render at {width}x{height} = "
+            f"{width * height} pixels at {dpi} dpi, above max_pixels {max_pixels}"
+        )
+
+
+def _pixels(points: float, dpi: int) -> int:
+    # MuPDF's own rounding (fz_round_rect): outwards, but forgiving float noise
+    # such as a 153.60000610-point box at 150 dpi, which renders 320 pixels wide.
+    return math.ceil(points * dpi / 72 - _MUPDF_EPSILON)
+
+
+def _render_pdf_page(doc: Any, index: int, count: int, *, dpi: int, max_pixels: int) -> PageImage:
+    try:
+        pix = doc[index].get_pixmap(dpi=dpi, colorspace=pymupdf.csRGB, alpha=False)
+        size = (int(pix.width), int(pix.height))
+        # Re-checked: the estimate came from the page box, this is what MuPDF produced.
+        if size[0] * size[1] > max_pixels:
+            raise ImageTooLargeError(
+                f"PDF page {index + 1} of {count} rendered at {size[0]}x{size[1]}, "
+                f"above max_pixels {max_pixels}"
+            )
+        image = Image.frombytes("RGB", size, pix.samples, "raw", "RGB", int(pix.stride))
+    except (MemoryError, MediaError):
+        raise
+    except Exception as exc:
+        raise CorruptPdfError(
+            f"corrupt PDF: page {index + 1} of {count} cannot be rendered ({type(exc).__name__})"
+        ) from None
+    return _page(image, index + 1, PDF)
+
+
+# --- images -------------------------------------------------------------------------
+
+
+def _split_image(
+    data: bytes, media_type: str, *, max_pages: int, max_pixels: int
+) -> list[PageImage]:
+    if ImageFile.LOAD_TRUNCATED_IMAGES:
+        raise UnsafePillowConfigError(
+            "PIL.ImageFile.LOAD_TRUNCATED_IMAGES is True in this process; "
+            "refusing to decode untrusted images"
+        )
+    fmt = _pil_format(data)
+    if fmt is None:  # sniff() said this is an image; keep mypy and reality in step
+        raise UnsupportedMediaError(f"unsupported media: {media_type} not identified")
+    with _decoding(media_type, "header"):
+        # The registered opener is what Image.open calls, minus Image.open's own
+        # bomb check: that one follows the process-global MAX_IMAGE_PIXELS (and
+        # only warns below twice it), while the limit here is this call's max_pixels.
+        im = Image.OPEN[fmt][0](io.BytesIO(data), "")
+    with im:
+        frames = _frame_count(im, media_type, max_pages=max_pages, max_pixels=max_pixels)
+        pages = []
+        for index in range(frames):
+            with _decoding(media_type, _frame_name(media_type, index)):
+                im.seek(index)
+                upright = ImageOps.exif_transpose(im)
+                pages.append(_page(_to_rgb(upright, media_type), index + 1, media_type))
+    return pages
+
+
+def _frame_count(
+    im: ImageFile.ImageFile, media_type: str, *, max_pages: int, max_pixels: int
+) -> int:
+    """Frames to page, checked (count and sizes) before any pixel is decoded.
+
+    Frames are counted by seeking one at a time up to max_pages + 1, never via
+    n_frames: for TIFF that walks every IFD, which a hostile file can make huge.
+    """
+    _check_pixels(im, media_type, 0, max_pixels)
+    if media_type not in _MULTI_PAGE:
+        return 1
+    count = 1
+    with _decoding(media_type, "frame table"):
+        while count <= max_pages:
+            try:
+                im.seek(count)
+            except EOFError:
+                break
+            _check_pixels(im, media_type, count, max_pixels)
+            count += 1
+        im.seek(0)
+    if count > max_pages:
+        raise TooManyPagesError(
+            f"{media_type} has at least {count} frames, more than max_pages {max_pages}"
+        )
+    return count
+
+
+def _frame_name(media_type: str, index: int) -> str:
+    return f"frame {index + 1}" if media_type in _MULTI_PAGE else "image data"
+
+
+def _check_pixels(im: Image.Image, media_type: str, index: int, max_pixels: int) -> None:
+    width, height = im.size
+    if width * height > max_pixels:
+        what = f"{media_type} frame {index + 1}" if media_type in _MULTI_PAGE else media_type
+        raise ImageTooLargeError(
+            f"{what} declares {width}x{height} = {width * height} "
+            f"pixels, above max_pixels {max_pixels} (possible decompression bomb)"
+        )
+
+
+def _to_rgb(im: Image.Image, media_type: str) -> Image.Image:
+    mode = im.mode
+    if mode.startswith("I;16"):
+        # convert("L") clips 16-bit samples (nearly everything turns white).
+        im = im.convert("I").point(lambda v: v / 257).convert("L")
+    elif mode in ("I", "F"):
+        # 32-bit samples have no fixed white point: stretch what is there.
+        flt = im.convert("F")
+        # A single band gives one (min, max) pair; Pillow's annotation covers multi-band too.
+        lo, hi = cast("tuple[float, float]", flt.getextrema())
+        scale = 255 / (hi - lo) if hi > lo else 0.0
+        im = flt.point(lambda v: (v - lo) * scale).convert("L")
+    elif mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in im.info:
+        rgba = im.convert("RGBA")
+        flat = Image.new("RGB", rgba.size, _WHITE)
+        flat.paste(rgba, mask=rgba.getchannel("A"))
+        return flat
+    if im.mode == "RGB":
+        return im
+    try:
+        return im.convert("RGB")
+    except ValueError:
+        raise UnsupportedMediaError(
+            f"{media_type} uses colour mode {mode}, which cannot be converted to RGB"
+        ) from None
+
+
+# --- shared -------------------------------------------------------------------------
+
+
+@contextmanager
+def _decoding(media_type: str, where: str) -> Iterator[None]:
+    """Turn whatever a Pillow plugin raises on hostile bytes into a MediaError.
+
+    Plugins raise OSError, SyntaxError, ValueError, struct.error, zlib.error,
+    EOFError and more; their messages can quote file bytes, so only the
+    exception class travels on.
+    """
+    try:
+        yield
+    except (MediaError, MemoryError):
+        raise
+    except Exception as exc:
+        raise _translate(exc, media_type, where) from None
+
+
+def _translate(exc: Exception, media_type: str, where: str) -> MediaError:
+    name = type(exc).__name__
+    text = str(exc)
+    if isinstance(exc, Image.DecompressionBombError):
+        return ImageTooLargeError(
+            f"{media_type} {where} declares a size above Pillow's own limit "
+            "(possible decompression bomb)"
+        )
+    if isinstance(exc, ValueError) and ("too large" in text.lower() or "too much" in text.lower()):
+        # PngImagePlugin's guards against compressed text chunks that inflate hugely.
+        return ImageTooLargeError(
+            f"{media_type} {where} has a metadata chunk that inflates too far"
+        )
+    # Pillow's own wording for premature EOF; worth keeping apart from other corruption.
+    if "truncated" in text.lower() or isinstance(exc, EOFError):
+        return CorruptImageError(f"corrupt {media_type}: {where} is truncated ({name})")
+    return CorruptImageError(f"corrupt {media_type}: {where} cannot be decoded ({name})")
+
+
+def _page(image: Image.Image, page_no: int, media_type: str) -> PageImage:
+    # Pillow's PNG writer copies ICC profiles and transparency from .info.
+    image.info = {}
+    buf = io.BytesIO()
+    image.save(buf, format="PNG")
+    return PageImage(
+        png=buf.getvalue(),
+        width=image.width,
+        height=image.height,
+        page_no=page_no,
+        source_media_type=media_type,
+    )
