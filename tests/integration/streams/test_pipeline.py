@@ -18,7 +18,7 @@ import pytest
 from schemas import DocumentResult, DocumentType, Operation, Options, decode, headers
 from streams.settings import Settings
 from streams.submit import Submitter
-from streams.topics import DLQ, RESULTS, Topology
+from streams.topics import DLQ, RAW, RESULTS, Topology
 from synth.dataset import generate
 from tests.support.pages import png_bytes, read_committed
 
@@ -105,3 +105,72 @@ def test_all_four_operations_end_to_end(
     assert bad.status == "failed" and bad.page_count == 0 and bad.errors
     (dead,) = read_committed(settings, [topology.name(DLQ)], expect=1, timeout_s=10)
     assert dict(dead.headers())[headers.ERROR_STAGE] == b"ingest"
+
+
+def test_hostile_inputs_are_dead_lettered_while_good_documents_complete(
+    cli_env: Settings, topology: Topology, node_factory, agents
+):
+    import base64
+    import json
+
+    from streams import kafka
+    from tests.support.bad_inputs import CORPUS_DPI, CORPUS_MAX_PAGES, bad_inputs, good_inputs
+
+    settings = cli_env
+    corpus = {k: v for k, v in bad_inputs().items() if k != "zero_bytes"}
+    options = Options(max_pages=CORPUS_MAX_PAGES, dpi=CORPUS_DPI, auto_rotate=False)
+    sub = Submitter(settings)
+    good = good_inputs()
+    sub.submit_bytes(good["png"], operation=Operation.classify, options=options, doc_id="good-png")
+    for name, (data, _) in corpus.items():
+        sub.submit_bytes(data, operation=Operation.classify, options=options, doc_id=f"bad-{name}")
+    sub.submit_bytes(good["pdf_2_pages"], operation=Operation.classify, options=options, doc_id="good-pdf")
+    sub.flush()
+    # Records no well-behaved client would send: broken JSON, schema violations, an
+    # empty inline payload, an inline payload over the 700 KiB cap.
+    huge = base64.b64encode(b"\0" * (720 * 1024)).decode()
+    raw = {
+        "invalid_json": (b'{"doc_id": "x", "payload": ', "JSON"),
+        "schema_violation": (
+            json.dumps(
+                {"doc_id": "v", "operation": "shred", "payload": {"inline_base64": "AA=="}}
+            ).encode(),
+            "operation",
+        ),
+        "zero_byte_payload": (
+            json.dumps({"doc_id": "z", "payload": {"inline_base64": ""}}).encode(),
+            "inline_base64",
+        ),
+        "oversized_inline": (
+            json.dumps({"doc_id": "o", "payload": {"inline_base64": huge}}).encode(),
+            "KiB",
+        ),
+    }
+    producer = kafka.producer(settings.kafka)
+    for name, (value, _) in raw.items():
+        producer.produce(topology.name(RAW), value, f"raw-{name}".encode())
+    assert producer.flush(30) == 0
+
+    expected_dead = len(corpus) + len(raw)
+    with node_factory():
+        results = read_committed(
+            settings, [topology.name(RESULTS)], expect=2 + len(corpus), timeout_s=240
+        )
+        dead = read_committed(settings, [topology.name(DLQ)], expect=expected_dead, timeout_s=60)
+    assert agents.poll() is None, "the agents worker died"
+
+    by_doc = {r.doc_id: r for r in (decode(DocumentResult, m.value()) for m in results)}
+    assert by_doc["good-png"].status == "completed"
+    assert by_doc["good-pdf"].status == "completed" and by_doc["good-pdf"].page_count == 2
+    reasons = {}
+    for msg in dead:
+        h = dict(msg.headers())
+        assert h[headers.ERROR_STAGE] == b"ingest"
+        reasons[msg.key().decode()] = h[headers.ERROR_EXCEPTION_MESSAGE].decode()
+    assert len(dead) == expected_dead
+    for name, (_, needle) in corpus.items():
+        assert needle in reasons[f"bad-{name}"], (name, reasons[f"bad-{name}"])
+        failed = by_doc[f"bad-{name}"]
+        assert failed.status == "failed" and needle in failed.errors[0]
+    for name, (_, needle) in raw.items():
+        assert needle in reasons[f"raw-{name}"], (name, reasons[f"raw-{name}"])
