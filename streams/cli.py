@@ -7,8 +7,9 @@ import logging
 import signal
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from confluent_kafka import TopicPartition
@@ -25,6 +26,7 @@ from schemas import (
     RecordError,
     export_json_schemas,
 )
+from schemas import headers as schema_headers
 from streams import broker as broker_mod
 from streams import kafka, topics_apply
 from streams import lag as lag_mod
@@ -37,8 +39,10 @@ broker_app = typer.Typer(no_args_is_help=True, help="The embedded single-node KR
 topics_app = typer.Typer(no_args_is_help=True, help="Topics declared in streams/topics.py.")
 app.add_typer(broker_app, name="broker")
 schemas_app = typer.Typer(no_args_is_help=True, help="Message contracts.")
+dlq_app = typer.Typer(no_args_is_help=True, help="Dead letters in docs.dlq: list, show, replay.")
 app.add_typer(topics_app, name="topics")
 app.add_typer(schemas_app, name="schemas")
+app.add_typer(dlq_app, name="dlq")
 
 out = Console()
 # soft_wrap: error lines stay whole for grep and log collectors.
@@ -177,6 +181,105 @@ def train_classifier(
     )
     out.print(report.format_confusion(), markup=False, highlight=False)
     out.print(f"checkpoint: {out_path}")
+
+
+def _dlq_filter(
+    stage: str | None, exception: str | None, doc_id: str | None,
+    since: datetime | None, until: datetime | None,
+) -> Any:  # fmt: skip
+    from streams.dlq import Filter
+
+    def aware(t: datetime | None) -> datetime | None:
+        return t.replace(tzinfo=UTC) if t is not None and t.tzinfo is None else t
+
+    return Filter(stage, exception, doc_id, aware(since), aware(until))
+
+
+StageOpt = Annotated[str | None, typer.Option(help="ingest, route, deliver, webhook, orient, ...")]
+ExcOpt = Annotated[str | None, typer.Option(help="substring of the exception class")]
+DocOpt = Annotated[str | None, typer.Option("--doc-id")]
+SinceOpt = Annotated[datetime | None, typer.Option(help="failed at or after (UTC if no zone)")]
+UntilOpt = Annotated[datetime | None, typer.Option(help="failed at or before")]
+
+
+@dlq_app.command("list")
+def dlq_list(
+    stage: StageOpt = None,
+    exception: ExcOpt = None,
+    doc_id: DocOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+) -> None:
+    """Dead letters matching the filters (headers only: values are documents)."""
+    from streams import dlq
+
+    found = dlq.list_dead(_settings(), _dlq_filter(stage, exception, doc_id, since, until))
+    table = Table("partition", "offset", "doc_id", "stage", "exception", "message", "replays",
+                  "failed at", title=f"{len(found)} dead letters")  # fmt: skip
+    for d in found:
+        table.add_row(
+            str(d.partition), str(d.offset), d.doc_id or "-", d.stage or "-",
+            (d.exception_class or "-").rsplit(".", 1)[-1],
+            (d.header(schema_headers.ERROR_EXCEPTION_MESSAGE) or "")[:80],
+            str(d.replays), d.header(schema_headers.ERROR_FAILED_AT) or "-",
+        )  # fmt: skip
+    out.print(table)
+
+
+@dlq_app.command("show")
+def dlq_show(
+    partition: int,
+    offset: int,
+    stacktrace: Annotated[bool, typer.Option(help="include the stack trace")] = False,
+) -> None:
+    """Every header of one dead letter, and the size of its value."""
+    from streams import dlq
+
+    found = [d for d in dlq.list_dead(_settings(), dlq.Filter())
+             if d.partition == partition and d.offset == offset]  # fmt: skip
+    if not found:
+        err.print(f"no dead letter at partition {partition} offset {offset}")
+        raise typer.Exit(1)
+    dead = found[0]
+    table = Table("header", "value", title=f"dead letter {partition}/{offset}")
+    for k, v in dead.headers:
+        if k == schema_headers.ERROR_EXCEPTION_STACKTRACE and not stacktrace:
+            continue
+        table.add_row(k, v.decode("utf-8", "replace"))
+    table.add_row("(key)", dead.doc_id or "-")
+    table.add_row("(value size)", "dropped" if dead.value is None else f"{len(dead.value)} bytes")
+    out.print(table)
+
+
+@dlq_app.command("replay")
+def dlq_replay(
+    stage: StageOpt = None,
+    exception: ExcOpt = None,
+    doc_id: DocOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="show, send nothing")] = False,
+    rate: Annotated[float, typer.Option(help="records per second")] = 50.0,
+    max_replays: Annotated[int, typer.Option(help="refuse records replayed this often")] = 3,
+    group: Annotated[str, typer.Option(help="consumer group that remembers progress")] = (
+        "pagestream-dlq-replay"
+    ),
+) -> None:
+    """Send matching dead letters back to the topic they failed on (original key and value)."""
+    from streams import dlq
+
+    def each(dead: Any, verdict: str) -> None:
+        if verdict != "skip":
+            what = "would replay" if dry_run and verdict == "replay" else verdict
+            out.print(f"{dead.partition}/{dead.offset} {dead.doc_id or '-'}: {what}")
+
+    report = dlq.replay(
+        _settings(), _dlq_filter(stage, exception, doc_id, since, until), dry_run=dry_run,
+        rate_per_s=rate, max_replays=max_replays, group=group, on_each=each,
+    )  # fmt: skip
+    verb = "would replay" if dry_run else "replayed"
+    out.print(f"{verb} {report.replayed}, refused {report.refused}, "
+              f"not matching {report.skipped}")  # fmt: skip
 
 
 @app.command("agents")

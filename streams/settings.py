@@ -153,6 +153,12 @@ class AgentSettings(BaseModel):
     max_page_pixels: int = Field(default=40_000_000, gt=0)
     web_host: str = "127.0.0.1"
     web_port: int = Field(default=6066, ge=1, le=65535)  # faust's web server: /metrics
+    # HMAC-SHA256 key for webhook signatures; callbacks are refused while unset.
+    webhook_secret: SecretStr | None = None
+    # Loopback/private/link-local webhook hosts are refused (SSRF) unless allowed.
+    webhook_allow_private: bool = False
+    webhook_attempts: int = Field(default=5, ge=1)
+    webhook_timeout_s: float = Field(default=10.0, gt=0)
 
 
 class Settings(BaseSettings):

@@ -16,15 +16,27 @@ from collections.abc import AsyncIterator, Iterable, Iterator, MutableMapping
 from typing import Any
 
 import faust
+import httpx
 
-from streams.agents.deliver import Deliver
+from streams import webhook
+from streams.agents.deliver import Deliver, WebhookCall
 from streams.agents.ingest import Ingest
-from streams.agents.records import Emit
+from streams.agents.records import Emit, dead_letter
 from streams.agents.route import Route
 from streams.blobs import BlobStore
 from streams.dead_letters import Origin
 from streams.settings import Settings
-from streams.topics import CLASSIFIED, EXTRACTED, ORIENTED, PAGES_DONE, RAW, RECOGNIZED, Topology
+from streams.topics import (
+    CLASSIFIED,
+    DLQ,
+    EXTRACTED,
+    ORIENTED,
+    PAGES_DONE,
+    RAW,
+    RECOGNIZED,
+    Topology,
+)
+from streams.webhook import WebhookError, WebhookPolicy
 
 log = logging.getLogger(__name__)
 
@@ -123,11 +135,41 @@ def build_app(settings: Settings) -> faust.App:
             await send_all(route.handle(_origin(event)))
             yield None
 
+    http: dict[str, httpx.AsyncClient] = {}
+    secret = agents.webhook_secret
+    policy = WebhookPolicy(
+        secret=secret.get_secret_value().encode() if secret else b"",
+        allow_private=agents.webhook_allow_private,
+        attempts=agents.webhook_attempts,
+        timeout_s=agents.webhook_timeout_s,
+    )
+
+    async def call_webhook(origin: Origin, call: WebhookCall) -> None:
+        try:
+            if secret is None:
+                raise WebhookError(
+                    "a callback was given but PAGESTREAM_AGENTS__WEBHOOK_SECRET is not set"
+                )
+            client = http.setdefault("client", httpx.AsyncClient())
+            await webhook.post(client, call.url, call.body, idempotency_key=call.idempotency_key,
+                               policy=policy)  # fmt: skip
+        except WebhookError as exc:
+            # The result itself is on docs.results; the dead letter lets an operator
+            # replay the notification once the receiver is back.
+            failed = Origin(call.result_emit.topic, origin.partition, origin.offset,
+                            origin.timestamp_ms, call.result_emit.key, call.body,
+                            tuple(call.result_emit.headers))  # fmt: skip
+            await send_all([dead_letter(failed, dlq_topic=topo.name(DLQ), stage="webhook",
+                                        group=app_id, exc=exc)])  # fmt: skip
+
     @app.agent(done_topic, name="deliver")
     async def deliver_agent(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
         async for event in stream.events():
-            emits, _result = deliver.handle(_origin(event), pages)
+            origin = _origin(event)
+            emits, call = deliver.handle(origin, pages)
             await send_all(emits)
+            if call is not None:
+                await call_webhook(origin, call)
             yield None
 
     return app

@@ -11,10 +11,11 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import MutableMapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from schemas import DocumentResult, PageState, RecordError, decode
+from schemas import DocumentResult, PageState, RecordError, decode, headers
 from schemas.results import PageResult
 from streams.agents.records import Emit, dead_letter, emit_record
 from streams.dead_letters import Origin
@@ -29,6 +30,14 @@ STAGE = "deliver"
 Entry = dict[str, Any]
 
 
+@dataclass(frozen=True)
+class WebhookCall:
+    url: str
+    body: bytes  # the DocumentResult exactly as written to docs.results
+    idempotency_key: str  # doc_id and the result's event id: equal on a redelivery
+    result_emit: Emit
+
+
 class Deliver:
     def __init__(self, topology: Topology, *, group: str, min_confidence: float) -> None:
         self.topology = topology
@@ -37,8 +46,8 @@ class Deliver:
 
     def handle(
         self, origin: Origin, table: MutableMapping[str, Entry]
-    ) -> tuple[list[Emit], DocumentResult | None]:
-        """Emits, and the result when this page completed its document (for the webhook)."""
+    ) -> tuple[list[Emit], WebhookCall | None]:
+        """Emits, and the webhook to call when this page completed a document with a callback."""
         try:
             page = decode(PageState, origin.value)
         except RecordError as exc:
@@ -55,11 +64,18 @@ class Deliver:
         if len(pages) < page.page_count:
             table[page.doc_id] = {"pages": pages}
             return [], None
-        result = self.result([PageState.model_validate(p) for p in pages.values()])
+        states = [PageState.model_validate(p) for p in pages.values()]
+        result = self.result(states)
         table[page.doc_id] = {"delivered": True}
         log.info("deliver: doc %s complete, %d pages", page.doc_id, page.page_count)
         emit = emit_record(self.topology.name(RESULTS), page.doc_id, result, origin, STAGE)
-        return [emit], result
+        callback = next((str(p.callback) for p in states if p.callback), None)
+        if callback is None:
+            return [emit], None
+        event_id = dict(emit.headers)[headers.EVENT_ID].decode()
+        assert emit.value is not None  # noqa: S101 - emit_record always encodes
+        call = WebhookCall(callback, emit.value, f"{page.doc_id}:{event_id}", emit)
+        return [emit], call
 
     def result(self, pages: list[PageState]) -> DocumentResult:
         pages = sorted(pages, key=lambda p: p.page_no)

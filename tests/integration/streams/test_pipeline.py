@@ -9,10 +9,11 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import fitz
+import pymupdf
 import pytest
 
 from schemas import DocumentResult, DocumentType, Operation, Options, decode, headers
@@ -23,6 +24,34 @@ from synth.dataset import generate
 from tests.support.pages import png_bytes, read_committed
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+WEBHOOK_SECRET = "test-webhook-secret"
+
+
+@pytest.fixture
+def webhook_receiver() -> Iterator[tuple[list[tuple[dict[str, str], bytes]], str]]:
+    """A real local HTTP server that records what it is sent."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    received: list[tuple[dict[str, str], bytes]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append((dict(self.headers), body))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield received, f"http://127.0.0.1:{server.server_port}/results"
+    finally:
+        server.shutdown()
 
 
 def _free_port() -> int:
@@ -35,7 +64,13 @@ def _free_port() -> int:
 def agents(
     cli_env: Settings, topology: Topology, tmp_path: Path
 ) -> Iterator[subprocess.Popen[bytes]]:
-    env = dict(os.environ, PAGESTREAM_AGENTS__WEB_PORT=str(_free_port()))
+    env = dict(
+        os.environ,
+        PAGESTREAM_AGENTS__WEB_PORT=str(_free_port()),
+        PAGESTREAM_AGENTS__WEBHOOK_SECRET=WEBHOOK_SECRET,
+        # The test receiver listens on 127.0.0.1, which production refuses.
+        PAGESTREAM_AGENTS__WEBHOOK_ALLOW_PRIVATE="true",
+    )
     log = (tmp_path / "agents.log").open("wb")
     script = Path(sys.executable).with_name("pagestream")
     proc = subprocess.Popen([str(script), "-v", "agents"], env=env, stdout=log, stderr=log)
@@ -51,7 +86,7 @@ def agents(
 
 
 def _pdf(images: list) -> bytes:
-    doc = fitz.open()
+    doc = pymupdf.open()
     for im in images:
         page = doc.new_page(width=im.width * 72 / 150, height=im.height * 72 / 150)
         page.insert_image(page.rect, stream=png_bytes(im))
@@ -59,7 +94,7 @@ def _pdf(images: list) -> bytes:
 
 
 def test_all_four_operations_end_to_end(
-    cli_env: Settings, topology: Topology, node_factory, agents
+    cli_env: Settings, topology: Topology, node_factory, agents, webhook_receiver
 ):
     settings = cli_env
     letter, rg_back, cnh, invoice = generate(
@@ -69,7 +104,10 @@ def test_all_four_operations_end_to_end(
         rotations=[0], width=640,
     )  # fmt: skip
     sub = Submitter(settings)
-    sub.submit_bytes(png_bytes(cnh.image), operation=Operation.classify, doc_id="op-classify")
+    received, hook_url = webhook_receiver
+    sub.submit_bytes(
+        png_bytes(cnh.image), operation=Operation.classify, doc_id="op-classify", callback=hook_url
+    )
     sub.submit_bytes(
         png_bytes(rg_back.image),
         operation=Operation.extract,
@@ -101,6 +139,19 @@ def test_all_four_operations_end_to_end(
     assert ocr.page_count == 2 and [p.page_no for p in ocr.pages] == [1, 2]
     assert all(p.ocr is not None and p.ocr.text for p in ocr.pages)
 
+    # The webhook got the same DocumentResult, signed, with its idempotency key.
+    from streams.webhook import IDEMPOTENCY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, signature
+
+    deadline = time.monotonic() + 30
+    while not received and time.monotonic() < deadline:
+        time.sleep(0.1)
+    ((hook_headers, body),) = received
+    assert decode(DocumentResult, body).doc_id == "op-classify"
+    assert hook_headers[SIGNATURE_HEADER] == signature(
+        WEBHOOK_SECRET.encode(), hook_headers[TIMESTAMP_HEADER], body
+    )
+    assert hook_headers[IDEMPOTENCY_HEADER].startswith("op-classify:")
+
     bad = results["op-bad"]
     assert bad.status == "failed" and bad.page_count == 0 and bad.errors
     (dead,) = read_committed(settings, [topology.name(DLQ)], expect=1, timeout_s=10)
@@ -124,7 +175,9 @@ def test_hostile_inputs_are_dead_lettered_while_good_documents_complete(
     sub.submit_bytes(good["png"], operation=Operation.classify, options=options, doc_id="good-png")
     for name, (data, _) in corpus.items():
         sub.submit_bytes(data, operation=Operation.classify, options=options, doc_id=f"bad-{name}")
-    sub.submit_bytes(good["pdf_2_pages"], operation=Operation.classify, options=options, doc_id="good-pdf")
+    sub.submit_bytes(
+        good["pdf_2_pages"], operation=Operation.classify, options=options, doc_id="good-pdf"
+    )
     sub.flush()
     # Records no well-behaved client would send: broken JSON, schema violations, an
     # empty inline payload, an inline payload over the 700 KiB cap.
@@ -174,3 +227,41 @@ def test_hostile_inputs_are_dead_lettered_while_good_documents_complete(
         assert failed.status == "failed" and needle in failed.errors[0]
     for name, (_, needle) in raw.items():
         assert needle in reasons[f"raw-{name}"], (name, reasons[f"raw-{name}"])
+
+
+def test_a_dead_letter_replayed_after_its_cause_is_fixed_is_delivered(
+    cli_env: Settings, topology: Topology, node_factory, agents
+):
+    import hashlib
+    import json
+
+    from streams import dlq, kafka
+    from streams.blobs import BlobStore
+
+    settings = cli_env
+    (doc,) = generate(91, 1, doc_types=[DocumentType.letter], rotations=[0], width=320)
+    data = png_bytes(doc.image)
+    store = BlobStore(settings.blobs.root)
+    sha = hashlib.sha256(data).hexdigest()
+    # The client points at a blob that is not there (yet): an upload that failed.
+    record = {"doc_id": "late-blob", "operation": "classify",
+              "options": {"auto_rotate": False},
+              "payload": {"uri": store.uri_for(sha), "sha256": sha}}  # fmt: skip
+    producer = kafka.producer(settings.kafka)
+    producer.produce(topology.name(RAW), json.dumps(record).encode(), b"late-blob")
+    assert producer.flush(10) == 0
+    results_topic = topology.name(RESULTS)
+    with node_factory():
+        (failed,) = read_committed(settings, [results_topic], expect=1, timeout_s=120)
+        assert decode(DocumentResult, failed.value()).status == "failed"
+        (dead,) = dlq.list_dead(settings, dlq.Filter(doc_id="late-blob"))
+        assert "BlobNotFoundError" in (dead.exception_class or "")
+
+        store.put(data)  # the cause, fixed
+        report = dlq.replay(settings, dlq.Filter(doc_id="late-blob"))
+        assert report.replayed == 1
+        both = read_committed(settings, [results_topic], expect=2, timeout_s=180)
+    latest = decode(DocumentResult, both[-1].value())
+    assert latest.doc_id == "late-blob" and latest.status == "completed"
+    assert latest.document_type is DocumentType.letter
+    assert agents.poll() is None

@@ -1,0 +1,246 @@
+"""Dead letters: list, show and replay the records in docs.dlq.
+
+Replay puts a record back on the topic it failed on (the `pagestream.error.topic`
+header) with its original key, value and headers, plus a replay count; a record
+already replayed `max_replays` times is refused, so a poison record cannot loop
+forever. Replay reads with its own consumer group and commits after each batch
+it sent, so an interrupted replay resumes where it stopped and a finished one is
+not repeated. Listing never commits. Nothing here prints record values: they are
+documents and may hold personal data.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
+
+from schemas import headers
+from streams import kafka
+from streams.settings import Settings
+from streams.topics import DLQ, Topology
+
+DEFAULT_REPLAY_GROUP = "pagestream-dlq-replay"
+DEFAULT_MAX_REPLAYS = 3
+_POLL_S = 1.0
+_IDLE_GIVE_UP_S = 30.0
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]]
+
+    def header(self, name: str) -> str | None:
+        for k, v in self.headers:
+            if k == name:
+                return v.decode("utf-8", "replace")
+        return None
+
+    @property
+    def doc_id(self) -> str | None:
+        return self.key.decode("utf-8", "replace") if self.key is not None else None
+
+    @property
+    def stage(self) -> str | None:
+        return self.header(headers.ERROR_STAGE)
+
+    @property
+    def exception_class(self) -> str | None:
+        return self.header(headers.ERROR_EXCEPTION_CLASS)
+
+    @property
+    def failed_at(self) -> datetime | None:
+        raw = self.header(headers.ERROR_FAILED_AT)
+        try:
+            return datetime.fromisoformat(raw) if raw else None
+        except ValueError:
+            return None
+
+    @property
+    def replays(self) -> int:
+        raw = self.header(headers.REPLAY_COUNT)
+        return int(raw) if raw and raw.isdigit() else 0
+
+
+@dataclass(frozen=True)
+class Filter:
+    stage: str | None = None
+    exception: str | None = None  # substring of the exception class, e.g. "ImageDecodeError"
+    doc_id: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def matches(self, dead: DeadLetter) -> bool:
+        if self.stage is not None and dead.stage != self.stage:
+            return False
+        if self.exception is not None and self.exception not in (dead.exception_class or ""):
+            return False
+        if self.doc_id is not None and dead.doc_id != self.doc_id:
+            return False
+        failed_at = dead.failed_at
+        if self.since is not None and (failed_at is None or failed_at < self.since):
+            return False
+        return not (self.until is not None and (failed_at is None or failed_at > self.until))
+
+
+def _dead_letter(msg: Message) -> DeadLetter:
+    raw = msg.headers() or []
+    pairs = raw.items() if isinstance(raw, dict) else raw
+    partition, offset = msg.partition(), msg.offset()
+    assert partition is not None and offset is not None  # noqa: S101 - consumed records have both
+    return DeadLetter(
+        partition=partition,
+        offset=offset,
+        key=msg.key(),
+        value=msg.value(),
+        headers=[(k, v.encode() if isinstance(v, str) else v or b"") for k, v in pairs],
+    )
+
+
+def _read(consumer: Consumer, topic: str, *, from_committed: bool) -> Iterator[DeadLetter]:
+    """Every dead letter up to the log end as of the start, from the group's committed
+    offsets or from the beginning. Partitions are assigned, not subscribed: one
+    operator command, no group rebalance to wait for."""
+    parts = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+    tps = [TopicPartition(topic, p) for p in parts]
+    ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in tps}
+    starts = consumer.committed(tps, timeout=10) if from_committed else tps
+    consumer.assign(
+        [
+            TopicPartition(topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
+            for tp in starts
+        ]
+    )
+    remaining = {tp.partition for tp in starts if max(tp.offset, 0) < ends[tp.partition]}
+    idle_since = time.monotonic()
+    while remaining:
+        msgs = consumer.consume(500, _POLL_S)
+        for msg in msgs:
+            if msg.error() is not None:
+                continue
+            dead = _dead_letter(msg)
+            if dead.offset >= ends[dead.partition]:
+                remaining.discard(dead.partition)
+                continue
+            yield dead
+            if dead.offset + 1 >= ends[dead.partition]:
+                remaining.discard(dead.partition)
+        if not msgs:
+            # Transaction markers take offsets too: the position passes the end
+            # without a last record to say so.
+            for tp in consumer.position([TopicPartition(topic, p) for p in remaining]):
+                if tp.offset >= ends[tp.partition]:
+                    remaining.discard(tp.partition)
+            if time.monotonic() - idle_since > _IDLE_GIVE_UP_S:
+                raise TimeoutError(f"{topic}: no progress reading partitions {sorted(remaining)}")
+        else:
+            idle_since = time.monotonic()
+
+
+def list_dead(settings: Settings, flt: Filter) -> list[DeadLetter]:
+    topic = Topology(settings.topics.prefix).name(DLQ)
+    consumer = kafka.consumer(
+        settings.kafka,
+        f"pagestream-dlq-list-{uuid.uuid4().hex[:8]}",
+        **{"enable.auto.commit": False},
+    )
+    try:
+        return [d for d in _read(consumer, topic, from_committed=False) if flt.matches(d)]
+    finally:
+        consumer.close()
+
+
+@dataclass
+class ReplayReport:
+    replayed: int = 0
+    refused: int = 0  # replayed too often already, or the value was dropped
+    skipped: int = 0  # did not match the filter
+
+
+def replay(
+    settings: Settings,
+    flt: Filter,
+    *,
+    dry_run: bool = False,
+    rate_per_s: float = 50.0,
+    max_replays: int = DEFAULT_MAX_REPLAYS,
+    group: str = DEFAULT_REPLAY_GROUP,
+    on_each: Callable[[DeadLetter, str], None] | None = None,
+) -> ReplayReport:
+    """Send matching dead letters back to their original topic; see the module docstring."""
+    topo = Topology(settings.topics.prefix)
+    consumer = kafka.consumer(settings.kafka, f"{settings.topics.prefix}{group}")
+    producer = None if dry_run else kafka.producer(settings.kafka)
+    report = ReplayReport()
+    dlq_topic = topo.name(DLQ)
+    positions: dict[int, int] = {}
+    interval = 1.0 / rate_per_s if rate_per_s > 0 else 0.0
+    next_send = time.monotonic()
+    try:
+        for dead in _read(consumer, dlq_topic, from_committed=True):
+            positions[dead.partition] = dead.offset + 1
+            verdict = _verdict(dead, flt, max_replays)
+            if verdict == "replay":
+                target = dead.header(headers.ERROR_TOPIC)
+                assert target is not None  # noqa: S101 - _verdict checked it
+                if producer is not None:
+                    time.sleep(max(0.0, next_send - time.monotonic()))
+                    next_send = max(next_send, time.monotonic()) + interval
+                    kept = [(k, v) for k, v in dead.headers if not _replaced(k)]
+                    kept.append((headers.REPLAY_COUNT, str(dead.replays + 1).encode()))
+                    producer.produce(target, dead.value, dead.key, headers=list(kept))
+                    producer.poll(0)
+                report.replayed += 1
+            elif verdict == "skip":
+                report.skipped += 1
+            else:
+                report.refused += 1
+            if on_each is not None:
+                on_each(dead, verdict)
+            if (
+                producer is not None
+                and (report.replayed + report.refused + report.skipped) % 100 == 0
+            ):
+                _commit(producer, consumer, positions, dlq_topic)
+        if producer is not None:
+            _commit(producer, consumer, positions, dlq_topic)
+    finally:
+        consumer.close()
+    return report
+
+
+def _replaced(header_name: str) -> bool:
+    """Headers a replay drops: the error facts (a new failure writes fresh ones) and the
+    old replay count."""
+    return header_name.startswith(headers.ERROR_PREFIX) or header_name == headers.REPLAY_COUNT
+
+
+def _verdict(dead: DeadLetter, flt: Filter, max_replays: int) -> str:
+    if not flt.matches(dead):
+        return "skip"
+    if dead.replays >= max_replays:
+        return f"refused: replayed {dead.replays} times already (max {max_replays})"
+    if dead.value is None:
+        return "refused: the original value was too large to keep"
+    if dead.header(headers.ERROR_TOPIC) is None:
+        return "refused: no pagestream.error.topic header"
+    return "replay"
+
+
+def _commit(producer: Producer, consumer: Consumer, positions: dict[int, int], topic: str) -> None:
+    # Offsets only after the replayed records are acknowledged: a crash in between
+    # replays them again (at-least-once; consumers dedupe), never loses them.
+    remaining = producer.flush(30)
+    if remaining:
+        raise RuntimeError(f"{remaining} replayed records not acknowledged; progress not committed")
+    if positions:
+        offsets = [TopicPartition(topic, p, o) for p, o in positions.items()]
+        consumer.commit(offsets=offsets, asynchronous=False)

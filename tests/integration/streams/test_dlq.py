@@ -1,0 +1,95 @@
+"""pagestream dlq list/show/replay against a real broker: filters, dry run, committed
+progress, original key/value kept, replay count and refusal past the maximum."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from schemas import headers
+from streams import dlq, kafka, topics_apply
+from streams.cli import app
+from streams.dead_letters import Origin, dead_letter_headers
+from streams.settings import Settings
+from streams.topics import DLQ, GPU_CLASSIFY, RAW, Topology
+from tests.support.pages import read_committed
+
+pytestmark = pytest.mark.kafka
+
+
+def _dead(topic: str, key: bytes, value: bytes | None, stage: str, exc: Exception,
+          replays: int = 0) -> tuple[bytes, bytes | None, list[tuple[str, bytes]]]:  # fmt: skip
+    original = [(headers.EVENT_ID, b"e-" + key)]
+    if replays:
+        original.append((headers.REPLAY_COUNT, str(replays).encode()))
+    origin = Origin(topic, 0, 7, 1_700_000_000_000, key, value, tuple(original))
+    return key, value, dead_letter_headers(origin, stage=stage, group="g", exc=exc)
+
+
+@pytest.fixture
+def dead_letters(settings: Settings) -> Topology:
+    topo = Topology(settings.topics.prefix)
+    topics_apply.apply(kafka.admin(settings.kafka), topo)
+    raw, classify = topo.name(RAW), topo.name(GPU_CLASSIFY)
+    records = [
+        _dead(raw, b"doc-a", b'{"a": 1}', "ingest", ValueError("corrupt PDF")),
+        _dead(raw, b"doc-b", b'{"b": 2}', "ingest", KeyError("blob missing")),
+        _dead(classify, b"doc-c", b'{"c": 3}', "classify", RuntimeError("model crashed")),
+        _dead(raw, b"doc-d", b'{"d": 4}', "ingest", ValueError("again"), replays=3),
+        _dead(raw, b"doc-e", None, "ingest", ValueError("too large")),
+    ]
+    producer = kafka.producer(settings.kafka)
+    for key, value, hdrs in records:
+        producer.produce(topo.name(DLQ), value, key, headers=hdrs)
+    assert producer.flush(10) == 0
+    return topo
+
+
+def test_list_filters(settings: Settings, dead_letters: Topology):
+    everything = dlq.list_dead(settings, dlq.Filter())
+    assert sorted(d.doc_id for d in everything) == ["doc-a", "doc-b", "doc-c", "doc-d", "doc-e"]
+    assert [d.doc_id for d in dlq.list_dead(settings, dlq.Filter(stage="classify"))] == ["doc-c"]
+    assert [d.doc_id for d in dlq.list_dead(settings, dlq.Filter(exception="KeyError"))] == [
+        "doc-b"
+    ]
+    assert [d.doc_id for d in dlq.list_dead(settings, dlq.Filter(doc_id="doc-a"))] == ["doc-a"]
+
+
+def test_replay_dry_run_then_for_real_then_nothing_left(settings: Settings, dead_letters: Topology):
+    flt = dlq.Filter(stage="ingest")
+    dry = dlq.replay(settings, flt, dry_run=True)
+    assert (dry.replayed, dry.refused, dry.skipped) == (2, 2, 1)
+    assert read_committed(settings, [dead_letters.name(RAW)], expect=1, timeout_s=3) == []
+
+    verdicts: dict[str, str] = {}
+    report = dlq.replay(settings, flt, on_each=lambda d, v: verdicts.update({d.doc_id: v}))
+    assert (report.replayed, report.refused, report.skipped) == (2, 2, 1)
+    assert verdicts["doc-d"].startswith("refused: replayed 3 times")
+    assert verdicts["doc-e"].startswith("refused: the original value")
+
+    replayed = read_committed(settings, [dead_letters.name(RAW)], expect=2, settle_s=1)
+    by_key = {m.key(): m for m in replayed}
+    assert set(by_key) == {b"doc-a", b"doc-b"}
+    assert by_key[b"doc-a"].value() == b'{"a": 1}'  # original value, untouched
+    h = dict(by_key[b"doc-a"].headers())
+    assert h[headers.REPLAY_COUNT] == b"1"
+    assert h[headers.EVENT_ID] == b"e-doc-a"
+    assert not any(k.startswith(headers.ERROR_PREFIX) for k in h)
+
+    # Progress is committed in the replay group: a second run finds nothing new.
+    again = dlq.replay(settings, flt)
+    assert (again.replayed, again.refused, again.skipped) == (0, 0, 0)
+
+
+def test_cli_list_show_replay(cli_env: Settings, dead_letters: Topology):
+    runner = CliRunner()
+    listed = runner.invoke(app, ["dlq", "list", "--stage", "classify"])
+    assert listed.exit_code == 0, listed.output
+    assert "doc-c" in listed.output and "doc-a" not in listed.output
+    (dead,) = dlq.list_dead(cli_env, dlq.Filter(doc_id="doc-c"))
+    shown = runner.invoke(app, ["dlq", "show", str(dead.partition), str(dead.offset)])
+    assert shown.exit_code == 0, shown.output
+    assert "model crashed" in shown.output and "Traceback" not in shown.output
+    replay = runner.invoke(app, ["dlq", "replay", "--doc-id", "doc-c", "--dry-run"])
+    assert replay.exit_code == 0, replay.output
+    assert "would replay 1" in replay.output
