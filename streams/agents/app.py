@@ -12,15 +12,25 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Iterable, Iterator, MutableMapping
+import time
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    MutableMapping,
+)
 from typing import Any
 
 import faust
 import httpx
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from streams import webhook
 from streams.agents.deliver import Deliver, WebhookCall
 from streams.agents.ingest import Ingest
+from streams.agents.metrics import AgentMetrics
 from streams.agents.records import Emit, dead_letter
 from streams.agents.route import Route
 from streams.blobs import BlobStore
@@ -81,7 +91,54 @@ class JsonTable(MutableMapping[str, Any]):
         return len(self._table)
 
 
-def build_app(settings: Settings) -> faust.App:
+SendAll = Callable[[Iterable[Emit]], Awaitable[None]]
+
+
+class WebhookNotifier:
+    """POSTs a completed document's result; a delivery that keeps failing becomes a
+    dead letter holding the result (the result itself is already on docs.results),
+    which an operator replays once the receiver is back."""
+
+    def __init__(
+        self, settings: Settings, metrics: AgentMetrics, send_all: SendAll, *, group: str
+    ) -> None:
+        agents = settings.agents
+        self._secret = agents.webhook_secret
+        self._policy = WebhookPolicy(
+            secret=self._secret.get_secret_value().encode() if self._secret else b"",
+            allow_private=agents.webhook_allow_private,
+            attempts=agents.webhook_attempts,
+            timeout_s=agents.webhook_timeout_s,
+        )
+        self._metrics = metrics
+        self._send_all = send_all
+        self._group = group
+        self._dlq = metrics.dlq_topic
+        self._client: httpx.AsyncClient | None = None
+
+    async def __call__(self, origin: Origin, call: WebhookCall) -> None:
+        try:
+            if self._secret is None:
+                raise WebhookError(
+                    "a callback was given but PAGESTREAM_AGENTS__WEBHOOK_SECRET is not set"
+                )
+            if self._client is None:
+                self._client = httpx.AsyncClient()  # pooled, created on the agent's loop
+            key, policy = call.idempotency_key, self._policy
+            await webhook.post(
+                self._client, call.url, call.body, idempotency_key=key, policy=policy
+            )
+            self._metrics.webhooks.labels("delivered").inc()
+        except WebhookError as exc:
+            self._metrics.webhooks.labels("failed").inc()
+            result = call.result_emit
+            failed = Origin(result.topic, origin.partition, origin.offset, origin.timestamp_ms,
+                            result.key, call.body, tuple(result.headers))  # fmt: skip
+            await self._send_all([dead_letter(failed, dlq_topic=self._dlq, stage="webhook",
+                                              group=self._group, exc=exc)])  # fmt: skip
+
+
+def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> faust.App:
     topo = Topology(settings.topics.prefix)
     agents = settings.agents
     app_id = f"{settings.topics.prefix}{agents.app_id}"
@@ -104,6 +161,7 @@ def build_app(settings: Settings) -> faust.App:
         max_blob_bytes=settings.blobs.max_blob_bytes,
         storage_options=settings.blobs.storage_options,
     )
+    metrics = AgentMetrics(registry or CollectorRegistry(), topo.name(DLQ))
     ingest = Ingest(topo, blobs, group=app_id, max_pixels=agents.max_page_pixels)
     route = Route(topo, group=app_id, min_confidence=agents.min_confidence)
     deliver = Deliver(topo, group=app_id, min_confidence=agents.min_confidence)
@@ -124,53 +182,43 @@ def build_app(settings: Settings) -> faust.App:
     @app.agent(raw_topic, name="ingest")
     async def ingest_agent(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
         async for event in stream.events():
+            started = time.perf_counter()
             # Rasterizing is CPU work: off the event loop, which serves heartbeats.
             emits = await asyncio.to_thread(ingest.handle, _origin(event))
             await send_all(emits)
+            metrics.record("ingest", emits, time.perf_counter() - started)
             yield None
 
     @app.agent(facts_topic, name="route")
     async def route_agent(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
         async for event in stream.events():
-            await send_all(route.handle(_origin(event)))
+            started = time.perf_counter()
+            emits = route.handle(_origin(event))
+            await send_all(emits)
+            metrics.record("route", emits, time.perf_counter() - started)
             yield None
 
-    http: dict[str, httpx.AsyncClient] = {}
-    secret = agents.webhook_secret
-    policy = WebhookPolicy(
-        secret=secret.get_secret_value().encode() if secret else b"",
-        allow_private=agents.webhook_allow_private,
-        attempts=agents.webhook_attempts,
-        timeout_s=agents.webhook_timeout_s,
-    )
-
-    async def call_webhook(origin: Origin, call: WebhookCall) -> None:
-        try:
-            if secret is None:
-                raise WebhookError(
-                    "a callback was given but PAGESTREAM_AGENTS__WEBHOOK_SECRET is not set"
-                )
-            client = http.setdefault("client", httpx.AsyncClient())
-            await webhook.post(client, call.url, call.body, idempotency_key=call.idempotency_key,
-                               policy=policy)  # fmt: skip
-        except WebhookError as exc:
-            # The result itself is on docs.results; the dead letter lets an operator
-            # replay the notification once the receiver is back.
-            failed = Origin(call.result_emit.topic, origin.partition, origin.offset,
-                            origin.timestamp_ms, call.result_emit.key, call.body,
-                            tuple(call.result_emit.headers))  # fmt: skip
-            await send_all([dead_letter(failed, dlq_topic=topo.name(DLQ), stage="webhook",
-                                        group=app_id, exc=exc)])  # fmt: skip
+    notify = WebhookNotifier(settings, metrics, send_all, group=app_id)
 
     @app.agent(done_topic, name="deliver")
     async def deliver_agent(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
         async for event in stream.events():
+            started = time.perf_counter()
             origin = _origin(event)
             emits, call = deliver.handle(origin, pages)
             await send_all(emits)
+            metrics.record("deliver", emits, time.perf_counter() - started)
             if call is not None:
-                await call_webhook(origin, call)
+                await notify(origin, call)
             yield None
+
+    @app.page("/metrics")
+    async def metrics_page(view: Any, request: Any) -> Any:
+        # aiohttp refuses parameters (version, charset) in content_type; Prometheus
+        # reads plain text/plain as its text format.
+        return view.bytes(
+            generate_latest(metrics.registry), content_type=CONTENT_TYPE_LATEST.split(";")[0]
+        )
 
     return app
 

@@ -11,8 +11,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pymupdf
 import pytest
 
@@ -60,13 +62,21 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@dataclass
+class AgentsProcess:
+    proc: subprocess.Popen[bytes]
+    web_port: int
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+
 @pytest.fixture
-def agents(
-    cli_env: Settings, topology: Topology, tmp_path: Path
-) -> Iterator[subprocess.Popen[bytes]]:
+def agents(cli_env: Settings, topology: Topology, tmp_path: Path) -> Iterator[AgentsProcess]:
+    web_port = _free_port()
     env = dict(
         os.environ,
-        PAGESTREAM_AGENTS__WEB_PORT=str(_free_port()),
+        PAGESTREAM_AGENTS__WEB_PORT=str(web_port),
         PAGESTREAM_AGENTS__WEBHOOK_SECRET=WEBHOOK_SECRET,
         # The test receiver listens on 127.0.0.1, which production refuses.
         PAGESTREAM_AGENTS__WEBHOOK_ALLOW_PRIVATE="true",
@@ -75,7 +85,7 @@ def agents(
     script = Path(sys.executable).with_name("pagestream")
     proc = subprocess.Popen([str(script), "-v", "agents"], env=env, stdout=log, stderr=log)
     try:
-        yield proc
+        yield AgentsProcess(proc, web_port)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -151,6 +161,11 @@ def test_all_four_operations_end_to_end(
         WEBHOOK_SECRET.encode(), hook_headers[TIMESTAMP_HEADER], body
     )
     assert hook_headers[IDEMPOTENCY_HEADER].startswith("op-classify:")
+
+    metrics = httpx.get(f"http://127.0.0.1:{agents.web_port}/metrics").text
+    assert 'pagestream_agent_records_in_total{agent="ingest"} 5.0' in metrics
+    assert 'pagestream_agent_records_failed_total{agent="ingest"} 1.0' in metrics
+    assert 'pagestream_agent_webhooks_total{outcome="delivered"} 1.0' in metrics
 
     bad = results["op-bad"]
     assert bad.status == "failed" and bad.page_count == 0 and bad.errors

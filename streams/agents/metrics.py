@@ -1,0 +1,51 @@
+"""Prometheus metrics of an agent worker, served by faust's web server on /metrics."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from streams.agents.records import Emit
+
+# From a route hop (milliseconds) to rasterizing a 200-page PDF (minutes).
+_LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+
+
+class AgentMetrics:
+    def __init__(self, registry: CollectorRegistry, dlq_topic: str) -> None:
+        self.registry = registry
+        self.dlq_topic = dlq_topic
+        self.records_in = Counter(
+            "pagestream_agent_records_in_total", "Records consumed.", ["agent"], registry=registry
+        )
+        self.records_out = Counter(
+            "pagestream_agent_records_out_total",
+            "Records sent on (excluding dead letters), acknowledged by the broker.",
+            ["agent"],
+            registry=registry,
+        )
+        self.records_failed = Counter(
+            "pagestream_agent_records_failed_total",
+            "Dead letters written.",
+            ["agent"],
+            registry=registry,
+        )
+        self.latency = Histogram(
+            "pagestream_agent_latency_seconds",
+            "From taking a record to its outputs being acknowledged.",
+            ["agent"],
+            buckets=_LATENCY_BUCKETS,
+            registry=registry,
+        )
+        self.webhooks = Counter(
+            "pagestream_agent_webhooks_total",
+            "Webhook deliveries by outcome (delivered, failed).",
+            ["outcome"],
+            registry=registry,
+        )
+
+    def record(self, agent: str, emits: list[Emit], seconds: float) -> None:
+        self.records_in.labels(agent).inc()
+        failed = sum(1 for e in emits if e.topic == self.dlq_topic)
+        self.records_failed.labels(agent).inc(failed)
+        self.records_out.labels(agent).inc(len(emits) - failed)
+        self.latency.labels(agent).observe(seconds)
