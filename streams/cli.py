@@ -5,15 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import signal
-import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from confluent_kafka import TopicPartition
-from confluent_kafka.admin import OffsetSpec
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
@@ -422,6 +419,10 @@ def lag(
     if as_json:
         out.print_json(json.dumps([g.as_dict() for g in groups]))
         return
+    _print_lag(groups)
+
+
+def _print_lag(groups: list[lag_mod.GroupLag]) -> None:
     for g in groups:
         table = Table(
             "topic",
@@ -447,40 +448,23 @@ def lag(
         out.print("no consumer groups")
 
 
-def _record_count(s: Settings, topic: str) -> int:
-    admin = kafka.admin(s.kafka)
-    parts = admin.list_topics(topic, timeout=10).topics[topic].partitions
-    specs = {TopicPartition(topic, p): OffsetSpec.latest() for p in parts}
-    return sum(f.result().offset for f in admin.list_offsets(specs).values())
-
-
 @app.command()
 def up(
-    samples: Annotated[int, typer.Option(help="Sample documents to generate and submit.")] = 8,
-    detach: Annotated[bool, typer.Option(help="Return instead of waiting for Ctrl-C.")] = False,
+    exit_when_done: Annotated[
+        bool, typer.Option(help="Stop everything once the samples are done (no Ctrl-C wait).")
+    ] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the sample results.")] = 900,
 ) -> None:
-    """Run the local pipeline: broker, topics, and sample documents submitted."""
-    s = _settings()
-    started_here = broker_mod.status(s.broker) is None
-    broker_start()
-    topics_apply_cmd()
-    from synth.dataset import write_dataset
+    """Run the whole pipeline locally: broker, topics, GPU node, agents, sample documents.
 
-    with tempfile.TemporaryDirectory(prefix="pagestream-samples-") as tmp:
-        write_dataset(Path(tmp), n=samples, seed=7)
-        subs = submit_mod.submit_paths(s, [Path(tmp)], operation=Operation.process)
-    out.print(
-        f"{len(subs)} sample documents submitted "
-        f"({sum(x.via == 'blob' for x in subs)} through the blob store)"
-    )
-    raw = Topology(s.topics.prefix).name(RAW)
-    out.print(
-        f"{raw} now holds {_record_count(s, raw)} records; `pagestream lag` shows "
-        "how far each consumer group is behind"
-    )
-    if detach:
-        return
-    out.print("running; Ctrl-C stops" + (" the broker" if started_here else ""))
+    Submits one sample document per operation (classify, extract, process, ocr on a
+    two-page PDF), prints each DocumentResult and the consumer lag, then keeps the
+    pipeline running until Ctrl-C (or stops at once with --exit-when-done).
+    """
+    from streams import local_pipeline as lp
+
+    s = _settings()
+    log_dir = s.broker.data_dir.parent / "up-logs"
     stop = False
 
     def _on_signal(*_: object) -> None:
@@ -489,8 +473,37 @@ def up(
 
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
-    while not stop:
-        time.sleep(0.5)
-    if started_here:
-        broker_mod.stop(s.broker)
-        out.print("broker stopped")
+    try:
+        with lp.running_pipeline(s, log_dir) as children:
+            names = ", ".join(f"{c.name} (pid {c.proc.pid})" for c in children)
+            out.print(f"started {names}; their logs are in {log_dir}")
+            poll = lp.results_from_now(s)
+            run_id = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
+            submitted = lp.submit_samples(s, run_id)
+            out.print(f"{len(submitted)} sample documents submitted; waiting for their results")
+
+            def show(result: Any) -> None:
+                sample = submitted[result.doc_id]
+                out.rule(f"{result.doc_id}: {sample.operation.value} -> {result.status}")
+                out.print_json(result.model_dump_json(exclude_none=True))
+
+            lp.wait_for_results(poll, set(submitted), children, timeout_s=timeout,
+                                stop=lambda: stop, on_result=show)  # fmt: skip
+            if stop:
+                out.print("interrupted: stopping")
+                return
+            _print_lag(lp.settled_lag(s))
+            if exit_when_done:
+                return
+            out.print("the pipeline keeps running (submit more with `pagestream submit`); "
+                      "Ctrl-C stops it")  # fmt: skip
+            while not stop:
+                for child in children:
+                    if child.proc.poll() is not None:
+                        raise lp.PipelineError(f"{child.name} exited: see {child.log_path}")
+                time.sleep(0.5)
+            out.print("stopping")
+    except (lp.PipelineError, broker_mod.BrokerError) as exc:
+        err.print(str(exc), style="red", markup=False, highlight=False)
+        raise typer.Exit(1) from exc
+    out.print("stopped cleanly")

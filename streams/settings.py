@@ -151,6 +151,11 @@ class AgentSettings(BaseModel):
     min_confidence: float = Field(default=0.6, ge=0, le=1)
     # Rasterized or decoded pages larger than this are refused (decompression bombs).
     max_page_pixels: int = Field(default=40_000_000, gt=0)
+    # How fast the group notices a dead worker and hands its partitions on. Lower
+    # is faster failover but a long GC pause or CPU starvation can then evict a
+    # live worker; faust's own default is 60 s.
+    session_timeout_s: float = Field(default=30.0, ge=6)
+    heartbeat_interval_s: float = Field(default=3.0, gt=0)
     web_host: str = "127.0.0.1"
     web_port: int = Field(default=6066, ge=1, le=65535)  # faust's web server: /metrics
     # HMAC-SHA256 key for webhook signatures; callbacks are refused while unset.

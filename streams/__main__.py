@@ -1,0 +1,7 @@
+"""`python -m streams ...` is `pagestream ...`: child processes start with our interpreter."""
+
+from __future__ import annotations
+
+from streams.cli import app
+
+app(prog_name="pagestream")

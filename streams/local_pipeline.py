@@ -1,0 +1,233 @@
+"""`pagestream up`: the whole pipeline on this machine, on the embedded defaults.
+
+Broker (started unless one is running), topics, one GPU node and one agent worker
+as child processes (`pagestream gpu-node`, `pagestream agents`: the same
+commands an operator runs in production), then sample documents through it.
+Children get their own session so a Ctrl-C in the terminal reaches only this
+process, which then stops them in order: agents and node first (they commit
+their last work), the broker last, and only if it was started here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka import TopicPartition
+
+from schemas import DocumentResult, DocumentType, Operation, Options, RecordError, decode
+from streams import broker, kafka, topics_apply
+from streams.lag import GroupLag, all_lag
+from streams.settings import Settings
+from streams.submit import Submitter
+from streams.topics import RESULTS, Topology
+
+log = logging.getLogger(__name__)
+
+SAMPLE_SEED = 7
+SAMPLE_WIDTH = 800  # large enough for the rules extractor's labels, small enough for CPU
+
+
+class PipelineError(RuntimeError):
+    """A child process died or results did not arrive in time."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str
+    data: bytes
+    operation: Operation
+    options: Options
+
+
+def samples() -> list[Sample]:
+    """One document per operation; the OCR one is a two-page PDF."""
+    import io
+
+    from synth.dataset import generate
+    from synth.pdf import generate_pdf
+
+    def png(image: object) -> bytes:
+        buf = io.BytesIO()
+        image.save(buf, format="PNG")  # type: ignore[attr-defined]
+        return buf.getvalue()
+
+    cnh, rg_back, cin = generate(
+        SAMPLE_SEED,
+        3,
+        doc_types=[DocumentType.cnh_front, DocumentType.rg_back, DocumentType.cin_front],
+        rotations=[0],
+        width=SAMPLE_WIDTH,
+    )
+    (turned,) = generate(
+        SAMPLE_SEED + 1, 1, doc_types=[DocumentType.cin_front], rotations=[90], width=SAMPLE_WIDTH
+    )
+    pdf, _ = generate_pdf(
+        SAMPLE_SEED,
+        2,
+        page_types=[DocumentType.letter, DocumentType.invoice],
+        rotations=[0],
+        width=SAMPLE_WIDTH,
+    )
+    return [
+        Sample("classify-cnh", png(cnh.image), Operation.classify, Options()),
+        Sample(
+            "extract-rg-back",
+            png(rg_back.image),
+            Operation.extract,
+            Options(auto_rotate=False, document_type=DocumentType.rg_back),
+        ),
+        Sample("process-cin", png(cin.image), Operation.process, Options()),
+        Sample("process-cin-rotated", png(turned.image), Operation.process, Options()),
+        Sample("ocr-pdf-2-pages", pdf, Operation.ocr, Options(max_pages=4)),
+    ]
+
+
+def _command(*args: str) -> list[str]:
+    # The interpreter running us, so the children use the same environment.
+    return [sys.executable, "-m", "streams", *args]
+
+
+@dataclass
+class Child:
+    name: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    def tail(self, chars: int = 3000) -> str:
+        return self.log_path.read_text(errors="replace")[-chars:]
+
+
+def spawn(name: str, args: list[str], log_dir: Path) -> Child:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{name}.log"
+    with log_path.open("wb") as log_file:
+        proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+            _command(*args), stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    return Child(name, proc, log_path)
+
+
+def stop_children(children: list[Child], timeout_s: float = 40.0) -> None:
+    for child in children:
+        if child.proc.poll() is None:
+            child.proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    for child in children:
+        try:
+            child.proc.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            log.warning("%s did not stop within %.0f s: killed", child.name, timeout_s)
+            os.killpg(child.proc.pid, signal.SIGKILL)
+            child.proc.wait()
+
+
+@contextmanager
+def running_pipeline(settings: Settings, log_dir: Path) -> Iterator[list[Child]]:
+    """Broker, topics, GPU node and one agent worker; everything stopped on exit."""
+    started_broker = broker.status(settings.broker) is None
+    broker.start(settings.broker)
+    children: list[Child] = []
+    try:
+        topics_apply.apply(
+            kafka.admin(settings.kafka),
+            Topology(settings.topics.prefix),
+            settings.topics.replication_factor,
+        )
+        children.append(spawn("gpu-node", ["gpu-node"], log_dir))
+        children.append(spawn("agents", ["agents"], log_dir))
+        yield children
+    finally:
+        stop_children(children)
+        if started_broker:
+            broker.stop(settings.broker)
+
+
+def submit_samples(settings: Settings, run_id: str) -> dict[str, Sample]:
+    """Submit the samples under doc ids unique to this run; returns them by doc_id."""
+    sub = Submitter(settings)
+    by_id: dict[str, Sample] = {}
+    for sample in samples():
+        doc_id = f"sample-{run_id}-{sample.name}"
+        sub.submit_bytes(
+            sample.data, operation=sample.operation, options=sample.options, doc_id=doc_id
+        )
+        by_id[doc_id] = sample
+    sub.flush()
+    return by_id
+
+
+def results_from_now(settings: Settings) -> Callable[[float], list[DocumentResult]]:
+    """A reader of docs.results positioned at the current end, before anything is submitted
+    (docs.results is compacted and may hold every result ever made)."""
+    topic = Topology(settings.topics.prefix).name(RESULTS)
+    consumer = kafka.consumer(settings.kafka, f"pagestream-up-{uuid.uuid4().hex[:8]}")
+    parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    start = []
+    for p in parts:
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+        start.append(TopicPartition(topic, p, high))
+    consumer.assign(start)
+
+    def poll(timeout_s: float) -> list[DocumentResult]:
+        got = []
+        for msg in consumer.consume(100, timeout_s):
+            if msg.error() is not None or msg.value() is None:
+                continue
+            try:
+                got.append(decode(DocumentResult, msg.value()))
+            except RecordError:
+                log.warning("unreadable record in %s at offset %d", topic, msg.offset())
+        return got
+
+    return poll
+
+
+def wait_for_results(
+    poll: Callable[[float], list[DocumentResult]],
+    doc_ids: set[str],
+    children: list[Child],
+    *,
+    timeout_s: float,
+    stop: Callable[[], bool],
+    on_result: Callable[[DocumentResult], None],
+) -> dict[str, DocumentResult]:
+    results: dict[str, DocumentResult] = {}
+    deadline = time.monotonic() + timeout_s
+    while len(results) < len(doc_ids) and not stop():
+        for child in children:
+            if child.proc.poll() is not None:
+                raise PipelineError(
+                    f"{child.name} exited with {child.proc.returncode}; "
+                    f"last lines of {child.log_path}:\n{child.tail()}"
+                )
+        if time.monotonic() > deadline:
+            missing = sorted(doc_ids - set(results))
+            raise PipelineError(f"no result after {timeout_s:.0f} s for {missing}")
+        for result in poll(0.5):
+            if result.doc_id in doc_ids and result.doc_id not in results:
+                results[result.doc_id] = result
+                on_result(result)
+    return results
+
+
+def settled_lag(settings: Settings, timeout_s: float = 15.0) -> list[GroupLag]:
+    """The agents' and the GPU node's lag once the agents committed their last offsets
+    (faust commits every few seconds), or as it stands after `timeout_s`."""
+    from gpu_node.settings import NodeSettings  # pydantic only: no model stack
+
+    agents = f"{settings.topics.prefix}{settings.agents.app_id}"
+    admin = kafka.admin(settings.kafka)
+    deadline = time.monotonic() + timeout_s
+    while all_lag(admin, [agents])[0].total_lag and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return all_lag(admin, [agents, NodeSettings().group_id])

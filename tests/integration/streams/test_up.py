@@ -1,0 +1,103 @@
+"""`pagestream up`, the README's main command: the whole pipeline as a user starts it
+(GPU node and agent worker as child processes), sample documents of every operation
+through it, each DocumentResult and the lag printed, and a clean stop on Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from streams.settings import Settings
+from streams.topics import Topology
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_up_runs_every_operation_prints_results_and_lag_then_stops_on_ctrl_c(
+    cli_env: Settings, topology: Topology, tmp_path: Path
+):
+    env = dict(
+        os.environ,
+        PAGESTREAM_AGENTS__WEB_PORT=str(_free_port()),
+        PAGESTREAM_NODE__HTTP_PORT=str(_free_port()),
+        PAGESTREAM_NODE__MAX_WAIT_MS="50",
+        COLUMNS="200",
+    )
+    out_path = tmp_path / "up.out"
+    with out_path.open("wb") as out_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streams", "up", "--timeout", "600"],
+            env=env,
+            stdout=out_file,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 700
+        while "Ctrl-C stops it" not in out_path.read_text():
+            assert proc.poll() is None, out_path.read_text()[-5000:]
+            assert time.monotonic() < deadline, out_path.read_text()[-5000:]
+            time.sleep(0.5)
+        printed = out_path.read_text()
+        pids = [int(p) for p in re.findall(r"\(pid (\d+)\)", printed)]
+        assert len(pids) == 2 and all(_alive(p) for p in pids)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(90) == 0, out_path.read_text()[-5000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    printed = out_path.read_text()
+    assert "stopped cleanly" in printed
+    assert not any(_alive(p) for p in pids), "child processes outlived `pagestream up`"
+
+    done = dict(re.findall(r"sample-\d+-([\w-]+): \w+ -> (\w+)", printed))
+    assert done == {
+        "classify-cnh": "completed",
+        "extract-rg-back": "completed",
+        "process-cin": "completed",
+        "process-cin-rotated": "completed",
+        "ocr-pdf-2-pages": "completed",
+    }, printed[-5000:]
+    results = _printed_results(printed)
+    assert results["classify-cnh"]["document_type"] == "cnh_front"
+    extract = results["extract-rg-back"]
+    assert extract["document_type"] == "rg_back" and isinstance(extract["fields"], dict)
+    assert results["process-cin"]["document_type"] == "cin_front"
+    assert results["process-cin-rotated"]["image_correction"] != "none"
+    assert [p["page_no"] for p in results["ocr-pdf-2-pages"]["pages"]] == [1, 2]
+    # The lag of both groups, everything consumed.
+    agents_group = f"{cli_env.topics.prefix}{cli_env.agents.app_id}"
+    assert f"group {agents_group}" in printed and "group pagestream-gpu" in printed
+    assert re.search(rf"group {re.escape(agents_group)} \(\w+\), total lag 0", printed)
+
+
+def _printed_results(printed: str) -> dict[str, dict[str, object]]:
+    """The JSON printed under each sample's heading line."""
+    found = {}
+    parts = re.split(r"─+ sample-\d+-([\w-]+): \w+ -> \w+ ─+", printed)
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        end = body.index("\n}\n") + 2
+        found[name] = json.loads(body[: end + 1])
+    return found
