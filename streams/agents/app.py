@@ -19,12 +19,15 @@ from collections.abc import (
     Callable,
     Iterable,
     Iterator,
+    Mapping,
     MutableMapping,
 )
-from typing import Any
+from typing import Any, cast
 
 import faust
 import httpx
+from faust.transport.drivers import aiokafka as faust_aiokafka
+from faust.types import TP
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from streams import webhook
@@ -138,6 +141,56 @@ class WebhookNotifier:
                                               group=self._group, exc=exc)])  # fmt: skip
 
 
+class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    async def seek_to_committed(self) -> Mapping[TP, int]:
+        return cast(Mapping[TP, int], await self.call_thread(self._seek_to_committed))
+
+    async def _seek_to_committed(self) -> Mapping[TP, int]:
+        consumer = self._ensure_consumer()
+        committed: Mapping[TP, int] = await consumer.seek_to_committed()
+        # aiokafka seeks only where the committed offset is > 0 (see _Consumer).
+        inputs = self.app.topics.acking_topics
+        for tp, offset in committed.items():
+            if (offset is None or offset <= 0) and tp.topic in inputs:
+                consumer.seek(tp, 0)  # before the log start: reset to earliest
+        return committed
+
+
+class _Consumer(faust_aiokafka.Consumer):
+    """faust's aiokafka consumer, whose "seek back to committed" also rewinds the
+    input partitions that have no committed offset yet.
+
+    faust discards the records it fetched while its flow is stopped (a rebalance) and
+    calls perform_seek() to read them again, and again when recovery ends. A fetch
+    that was waiting when the rebalance began gets faust's live set of active
+    partitions, which the revocation empties in place, and aiokafka's fetched_records()
+    reads an empty set as "all partitions": once the new assignment is in, it hands
+    over (and marks consumed) the records of the partitions this worker kept, just
+    reset to the earliest offset. faust drops them, and aiokafka's seek_to_committed()
+    moves only partitions with a committed offset > 0, so a kept partition without
+    one stays at the log end: nothing of it is routed, acked or committed again.
+    Seeking it to 0 (offset reset: earliest) replays it from where a fresh assignment
+    starts; replays are duplicates, which at-least-once allows.
+    """
+
+    def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
+        return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    async def perform_seek(self) -> None:
+        # Recovery.on_recovery_completed seeks with the flow running (partitions just
+        # resumed), then clears the stream buffers and resumes the flow: records
+        # fetched after the seek and buffered before that clear are dropped behind the
+        # new position (a hole the commit never passes). Stop fetching first; every
+        # faust caller (recovery, or getmany with the flow already stopped) resumes it.
+        if self.flow_active:
+            self.stop_flow()
+        await super().perform_seek()
+
+
+class _Transport(faust_aiokafka.Transport):
+    Consumer = _Consumer
+
+
 def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> faust.App:
     topo = Topology(settings.topics.prefix)
     agents = settings.agents
@@ -157,6 +210,8 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
         web_host=agents.web_host,
         web_port=agents.web_port,
     )
+    # Before anything creates the consumer (see _Consumer).
+    app.transport = _Transport(app.conf.broker_consumer, app)
     blobs = BlobStore(
         settings.blobs.root,
         settings.blobs.read_roots,
