@@ -94,9 +94,8 @@ def broker_status() -> None:
 def topics_apply_cmd() -> None:
     """Create missing topics, raise partition counts, align configs."""
     s = _settings()
-    changes = topics_apply.apply(
-        kafka.admin(s.kafka), Topology(s.topics.prefix), s.topics.replication_factor
-    )
+    topology = Topology(s.topics.prefix, s.agents.app_id)
+    changes = topics_apply.apply(kafka.admin(s.kafka), topology, s.topics.replication_factor)
     for change in changes:
         out.print(str(change))
     if not changes:
@@ -108,7 +107,7 @@ def topics_list() -> None:
     """The declared topics, their purpose and configs."""
     s = _settings()
     table = Table("topic", "partitions", "configs", "purpose")
-    for name, spec in Topology(s.topics.prefix).specs():
+    for name, spec in Topology(s.topics.prefix, s.agents.app_id).specs():
         configs = " ".join(f"{k}={v}" for k, v in spec.configs().items())
         table.add_row(name, str(spec.partitions), configs, spec.purpose)
     out.print(table)

@@ -146,7 +146,7 @@ def running_pipeline(settings: Settings, log_dir: Path) -> Iterator[list[Child]]
     try:
         topics_apply.apply(
             kafka.admin(settings.kafka),
-            Topology(settings.topics.prefix),
+            Topology(settings.topics.prefix, settings.agents.app_id),
             settings.topics.replication_factor,
         )
         children.append(spawn("gpu-node", ["gpu-node"], log_dir))

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from schemas import MAX_INLINE_BYTES
+from streams.topics import AGENTS_APP_ID
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -146,7 +147,7 @@ class AgentSettings(BaseModel):
     """The faust CPU agents (`pagestream agents`)."""
 
     # Consumer group and table namespace; the topic prefix is prepended.
-    app_id: str = "pagestream-agents"
+    app_id: str = AGENTS_APP_ID
     # A `process` page classified below this is not extracted (see streams/routing.py).
     min_confidence: float = Field(default=0.6, ge=0, le=1)
     # Rasterized or decoded pages larger than this are refused (decompression bombs).

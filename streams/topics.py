@@ -72,6 +72,19 @@ ALL: tuple[TopicSpec, ...] = (
     DLQ,
 )
 
+# faust's state: deliver's page table and its changelog, "<app id>-<table>-changelog".
+# Declared here so `topics apply` creates it before any worker starts: workers that
+# start together would otherwise each try to create it, and one whose metadata still
+# lacks it crashes its deliver agent (faust: PartitionsMismatch, 0 partitions).
+AGENTS_APP_ID = "pagestream-agents"  # the default of AgentSettings.app_id
+DELIVER_TABLE = "deliver-pages"
+DELIVER_TABLE_CHANGELOG = TopicSpec(
+    f"<agents app id>-{DELIVER_TABLE}-changelog",
+    PAGES_DONE.partitions,  # faust co-partitions a table with its source topic
+    "faust changelog of deliver's page table (pages seen per doc_id)",
+    cleanup_policy="compact",
+)
+
 # Stage name -> the work topic the GPU node consumes and the facts topic it writes.
 WORK_BY_STAGE: dict[str, TopicSpec] = {
     "orient": GPU_ORIENT,
@@ -93,10 +106,14 @@ class Topology:
     (one cluster can host several pipelines, and tests isolate themselves)."""
 
     prefix: str = ""
+    agents_app_id: str = AGENTS_APP_ID
 
     def name(self, spec: TopicSpec) -> str:
+        if spec is DELIVER_TABLE_CHANGELOG:
+            # faust's naming; its app id is the prefix plus the agents' app id.
+            return f"{self.prefix}{self.agents_app_id}-{DELIVER_TABLE}-changelog"
         return f"{self.prefix}{spec.base}"
 
     def specs(self) -> Iterator[tuple[str, TopicSpec]]:
-        for spec in ALL:
+        for spec in (*ALL, DELIVER_TABLE_CHANGELOG):
             yield self.name(spec), spec

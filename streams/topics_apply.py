@@ -131,7 +131,7 @@ def _config_drift(
 def _align_configs(admin: AdminClient, topology: Topology, names: list[str]) -> list[Change]:
     if not names:
         return []
-    declared = {topology.name(spec): spec.configs() for _, spec in topology.specs()}
+    declared = {name: spec.configs() for name, spec in topology.specs()}
     drift = _config_drift(admin, names, declared)
     if not drift:
         return []

@@ -41,6 +41,7 @@ from streams.dead_letters import Origin
 from streams.settings import Settings
 from streams.topics import (
     CLASSIFIED,
+    DELIVER_TABLE,
     DLQ,
     EXTRACTED,
     ORIENTED,
@@ -192,8 +193,8 @@ class _Transport(faust_aiokafka.Transport):
 
 
 def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> faust.App:
-    topo = Topology(settings.topics.prefix)
     agents = settings.agents
+    topo = Topology(settings.topics.prefix, agents.app_id)
     app_id = f"{settings.topics.prefix}{agents.app_id}"
     app = faust.App(
         app_id,
@@ -226,8 +227,19 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
     raw_topic = app.topic(topo.name(RAW))
     facts_topic = app.topic(*(topo.name(t) for t in (ORIENTED, CLASSIFIED, EXTRACTED, RECOGNIZED)))
     done_topic = app.topic(topo.name(PAGES_DONE))
-    # Co-partitioned with docs.pages.done (same key, same partition count).
-    pages = JsonTable(app.Table("deliver-pages", default=None, partitions=PAGES_DONE.partitions))
+    # Co-partitioned with docs.pages.done (same key, same partition count). key_type and
+    # value_type bytes make the changelog serializer raw: faust writes bytes as they are
+    # but would read them back with its default (json) serializer, and recovery after a
+    # rebalance would fail on every changelog record and never end.
+    pages = JsonTable(
+        app.Table(
+            DELIVER_TABLE,  # its changelog: topics.DELIVER_TABLE_CHANGELOG
+            default=None,
+            key_type=bytes,
+            value_type=bytes,
+            partitions=PAGES_DONE.partitions,
+        )
+    )
 
     async def send_all(emits: Iterable[Emit]) -> None:
         pending = [

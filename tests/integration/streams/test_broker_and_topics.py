@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from streams import broker, kafka, topics_apply
 from streams.cli import app
 from streams.settings import BrokerSettings, Settings
-from streams.topics import ALL, DLQ, RAW, RESULTS, Topology
+from streams.topics import ALL, DELIVER_TABLE_CHANGELOG, DLQ, RAW, RESULTS, Topology
 
 pytestmark = pytest.mark.kafka
 
@@ -35,11 +35,14 @@ def test_apply_creates_every_declared_topic_then_changes_nothing(settings: Setti
     admin = kafka.admin(settings.kafka)
     topology = Topology(settings.topics.prefix)
     first = topics_apply.apply(admin, topology)
-    assert {c.topic for c in first if c.action == "created"} == {topology.name(s) for s in ALL}
+    declared = (*ALL, DELIVER_TABLE_CHANGELOG)
+    assert {c.topic for c in first if c.action == "created"} == {topology.name(s) for s in declared}
 
     md = admin.list_topics(timeout=10).topics
-    for spec in ALL:
+    for spec in declared:
         assert len(md[topology.name(spec)].partitions) == spec.partitions
+    res = ConfigResource(ResourceType.TOPIC, topology.name(DELIVER_TABLE_CHANGELOG))
+    assert admin.describe_configs([res])[res].result()["cleanup.policy"].value == "compact"
     res = ConfigResource(ResourceType.TOPIC, topology.name(RESULTS))
     conf = admin.describe_configs([res])[res].result()
     assert conf["cleanup.policy"].value == "compact"

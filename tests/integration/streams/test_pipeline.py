@@ -4,14 +4,8 @@ this process (models loaded once per session)."""
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -23,6 +17,7 @@ from streams.settings import Settings
 from streams.submit import Submitter
 from streams.topics import DLQ, RAW, RESULTS, Topology
 from synth.dataset import generate
+from tests.support import agents as support
 from tests.support.pages import png_bytes, read_committed
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -31,68 +26,22 @@ WEBHOOK_SECRET = "test-webhook-secret"
 
 
 @pytest.fixture
-def webhook_receiver() -> Iterator[tuple[list[tuple[dict[str, str], bytes]], str]]:
-    """A real local HTTP server that records what it is sent."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    received: list[tuple[dict[str, str], bytes]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            received.append((dict(self.headers), body))
-            self.send_response(204)
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield received, f"http://127.0.0.1:{server.server_port}/results"
-    finally:
-        server.shutdown()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class AgentsProcess:
-    proc: subprocess.Popen[bytes]
-    web_port: int
-
-    def poll(self) -> int | None:
-        return self.proc.poll()
+def webhook_receiver() -> Iterator[support.WebhookReceiver]:
+    with support.webhook_receiver() as receiver:
+        yield receiver
 
 
 @pytest.fixture
-def agents(cli_env: Settings, topology: Topology, tmp_path: Path) -> Iterator[AgentsProcess]:
-    web_port = _free_port()
-    env = dict(
-        os.environ,
-        PAGESTREAM_AGENTS__WEB_PORT=str(web_port),
-        PAGESTREAM_AGENTS__WEBHOOK_SECRET=WEBHOOK_SECRET,
-        # The test receiver listens on 127.0.0.1, which production refuses.
-        PAGESTREAM_AGENTS__WEBHOOK_ALLOW_PRIVATE="true",
-    )
-    log = (tmp_path / "agents.log").open("wb")
-    script = Path(sys.executable).with_name("pagestream")
-    proc = subprocess.Popen([str(script), "-v", "agents"], env=env, stdout=log, stderr=log)
+def agents(cli_env: Settings, tmp_path: Path) -> Iterator[support.Worker]:
+    # The test receiver listens on 127.0.0.1, which production refuses.
+    worker = support.start_worker(tmp_path / "agents.log", verbose=True,
+                                  WEBHOOK_SECRET=WEBHOOK_SECRET,
+                                  WEBHOOK_ALLOW_PRIVATE="true")  # fmt: skip
     try:
-        yield AgentsProcess(proc, web_port)
+        yield worker
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        print((tmp_path / "agents.log").read_text()[-4000:])
+        worker.stop()
+        print(worker.tail())
 
 
 def _pdf(images: list) -> bytes:
@@ -114,7 +63,7 @@ def test_all_four_operations_end_to_end(
         rotations=[0], width=640,
     )  # fmt: skip
     sub = Submitter(settings)
-    received, hook_url = webhook_receiver
+    received, hook_url = webhook_receiver.received, webhook_receiver.url
     sub.submit_bytes(
         png_bytes(cnh.image), operation=Operation.classify, doc_id="op-classify", callback=hook_url
     )
@@ -155,7 +104,8 @@ def test_all_four_operations_end_to_end(
     deadline = time.monotonic() + 30
     while not received and time.monotonic() < deadline:
         time.sleep(0.1)
-    ((hook_headers, body),) = received
+    (hook,) = received
+    hook_headers, body = hook.headers, hook.body
     assert decode(DocumentResult, body).doc_id == "op-classify"
     assert hook_headers[SIGNATURE_HEADER] == signature(
         WEBHOOK_SECRET.encode(), hook_headers[TIMESTAMP_HEADER], body

@@ -1,0 +1,102 @@
+"""Helpers for agents tests: real `pagestream agents` worker processes and a real local
+webhook receiver (an HTTP server, the one outside endpoint the tests stand in for)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Worker:
+    """One `pagestream agents` process; its output goes to `log`."""
+
+    proc: subprocess.Popen[bytes]
+    web_port: int
+    log: Path
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def tail(self, chars: int = 4000) -> str:
+        return self.log.read_text(errors="replace")[-chars:]
+
+
+def start_worker(log: Path, *, verbose: bool = False, **env: str) -> Worker:
+    """Starts a worker with the process's PAGESTREAM_* env (see the cli_env fixture) plus
+    `env`, given as AGENTS__ settings without the prefix, e.g. WEBHOOK_SECRET="s"."""
+    web_port = free_port()
+    full_env = dict(os.environ, PAGESTREAM_AGENTS__WEB_PORT=str(web_port))
+    full_env.update({f"PAGESTREAM_AGENTS__{k}": v for k, v in env.items()})
+    script = Path(sys.executable).with_name("pagestream")
+    args = [str(script), *(["-v"] if verbose else []), "agents"]
+    out = log.open("wb")
+    proc = subprocess.Popen(args, env=full_env, stdout=out, stderr=out)
+    return Worker(proc, web_port, log)
+
+
+@dataclass
+class Received:
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass
+class WebhookReceiver:
+    url: str
+    received: list[Received] = field(default_factory=list)
+
+
+@contextmanager
+def webhook_receiver() -> Iterator[WebhookReceiver]:
+    """A real local HTTP server that records every POST and answers 204."""
+    lock = threading.Lock()
+    receiver = WebhookReceiver(url="")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            with lock:
+                receiver.received.append(Received(dict(self.headers), body))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    receiver.url = f"http://127.0.0.1:{server.server_port}/results"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield receiver
+    finally:
+        server.shutdown()
+        server.server_close()
