@@ -58,10 +58,8 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field, replace
@@ -75,12 +73,13 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from rich.console import Console
 from rich.table import Table
 
+from bench._cluster import cluster, free_port
 from schemas import Operation, Options, PageState, Stage, encode
 from schemas.pages import BlobRef, OrientationResult
-from streams import broker, kafka, topics_apply
+from streams import kafka, topics_apply
 from streams.lag import group_lag
 from streams.routing import next_step
-from streams.settings import AgentSettings, BrokerSettings, KafkaSettings
+from streams.settings import AgentSettings, KafkaSettings
 from streams.topics import DLQ, GPU_CLASSIFY, ORIENTED, TopicSpec, Topology
 
 app = typer.Typer(add_completion=False)
@@ -88,12 +87,6 @@ out = Console()
 
 POLL_S = 0.2
 STOP_TIMEOUT_S = 30.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass(frozen=True)
@@ -216,7 +209,7 @@ def _group_ready(admin: AdminClient, group: str, topic: str, workers: int) -> bo
 
 def _start_worker(env: dict[str, str], cwd: Path, log: Path) -> subprocess.Popen[bytes]:
     script = Path(sys.executable).with_name("pagestream")
-    worker_env = dict(env, PAGESTREAM_AGENTS__WEB_PORT=str(_free_port()))
+    worker_env = dict(env, PAGESTREAM_AGENTS__WEB_PORT=str(free_port()))
     with log.open("wb") as sink:  # the child keeps its own descriptor
         return subprocess.Popen(  # noqa: S603
             [str(script), "agents"], env=worker_env, cwd=cwd, stdout=sink, stderr=sink
@@ -364,25 +357,12 @@ def main(
     bootstrap: Annotated[str | None, typer.Option(help="use this cluster")] = None,
 ) -> None:
     logging.basicConfig(level=logging.WARNING)
-    with tempfile.TemporaryDirectory(prefix="pagestream-bench-") as tmp:
-        broker_settings = BrokerSettings(
-            port=_free_port(), controller_port=_free_port(), data_dir=Path(tmp) / "broker"
-        )
-        if bootstrap is None:
-            bootstrap = broker.start(broker_settings).bootstrap
-            own_broker = True
-        else:
-            own_broker = False
-        try:
-            kafka_settings = KafkaSettings(bootstrap_servers=bootstrap)
-            _warm_up(kafka.admin(kafka_settings))
-            results = [
-                measure(k, records, kafka_settings, Path(tmp), timeout, prefill=prefill)
-                for k in (1, 2)
-            ]
-        finally:
-            if own_broker:
-                broker.stop(broker_settings)
+    with cluster(bootstrap) as (address, scratch):
+        kafka_settings = KafkaSettings(bootstrap_servers=address)
+        _warm_up(kafka.admin(kafka_settings))
+        results = [
+            measure(k, records, kafka_settings, scratch, timeout, prefill=prefill) for k in (1, 2)
+        ]
     _report(results)
 
 

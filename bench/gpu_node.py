@@ -21,14 +21,11 @@ processes the same pages:
 from __future__ import annotations
 
 import logging
-import socket
-import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -36,6 +33,7 @@ from PIL import Image
 from rich.console import Console
 from rich.table import Table
 
+from bench._cluster import cluster
 from gpu_node.extraction.engines import Engines
 from gpu_node.images import RGBArray, decode_image
 from gpu_node.node import GpuNode
@@ -43,20 +41,14 @@ from gpu_node.registry import ModelRegistry
 from gpu_node.settings import GpuNodeSettings, ModelSettings, NodeSettings
 from schemas import Operation, Options, PageState, Stage, encode
 from schemas.pages import BlobRef
-from streams import broker, kafka, topics_apply
+from streams import kafka, topics_apply
 from streams.blobs import BlobStore
-from streams.settings import BlobSettings, BrokerSettings, KafkaSettings, TopicSettings
+from streams.settings import BlobSettings, KafkaSettings, TopicSettings
 from streams.topics import FACTS_BY_STAGE, WORK_BY_STAGE, Topology
 from synth.dataset import generate
 
 app = typer.Typer(add_completion=False)
 out = Console()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _png(image: Image.Image) -> bytes:
@@ -150,20 +142,8 @@ def main(
 
     if threads:
         torch.set_num_threads(threads)
-    with tempfile.TemporaryDirectory(prefix="pagestream-bench-") as tmp:
-        broker_settings = BrokerSettings(
-            port=_free_port(), controller_port=_free_port(), data_dir=Path(tmp) / "broker"
-        )
-        if bootstrap is None:
-            bootstrap = broker.start(broker_settings).bootstrap
-            own_broker = True
-        else:
-            own_broker = False
-        try:
-            _run(stage, pages, batch, width, bootstrap, str(Path(tmp) / "blobs"))
-        finally:
-            if own_broker:
-                broker.stop(broker_settings)
+    with cluster(bootstrap) as (address, scratch):
+        _run(stage, pages, batch, width, address, str(scratch / "blobs"))
 
 
 def _run(stage: Stage, n: int, batch: int, width: int, bootstrap: str, blob_root: str) -> None:

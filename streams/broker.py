@@ -187,7 +187,13 @@ def _pid_alive(pid: int) -> bool:
 
 def answers_metadata(bootstrap: str, timeout: float = 2.0) -> bool:
     admin = AdminClient(
-        {"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 1000}
+        {
+            "bootstrap.servers": bootstrap,
+            "socket.connection.setup.timeout.ms": 1000,
+            # A probe: "connection refused" until the broker listens is the expected
+            # answer, not an error worth librdkafka's stderr lines (level 3).
+            "log_level": 2,
+        }
     )
     try:
         md = admin.list_topics(timeout=timeout)
