@@ -157,6 +157,9 @@ class AgentSettings(BaseModel):
     # live worker; faust's own default is 60 s.
     session_timeout_s: float = Field(default=30.0, ge=6)
     heartbeat_interval_s: float = Field(default=3.0, gt=0)
+    # How long deliver remembers a delivered document to absorb redelivered pages; keep
+    # it under the changelog's retention (streams/topics.py, DELIVER_TABLE_CHANGELOG).
+    delivered_ttl_s: float = Field(default=24 * 3600.0, gt=0)
     web_host: str = "127.0.0.1"
     web_port: int = Field(default=6066, ge=1, le=65535)  # faust's web server: /metrics
     # HMAC-SHA256 key for webhook signatures; callbacks are refused while unset.

@@ -26,7 +26,7 @@ class TopicSpec:
     def configs(self) -> dict[str, str]:
         """The topic-level configs `apply` enforces (others are left alone)."""
         conf = {"cleanup.policy": self.cleanup_policy, **self.extra}
-        if self.cleanup_policy == "delete":
+        if "delete" in self.cleanup_policy.split(","):
             conf["retention.ms"] = str(self.retention_ms)
         return conf
 
@@ -82,7 +82,11 @@ DELIVER_TABLE_CHANGELOG = TopicSpec(
     f"<agents app id>-{DELIVER_TABLE}-changelog",
     PAGES_DONE.partitions,  # faust co-partitions a table with its source topic
     "faust changelog of deliver's page table (pages seen per doc_id)",
-    cleanup_policy="compact",
+    # Compacted to the latest entry per doc_id, and entries older than a week deleted:
+    # delivered markers expire after AgentSettings.delivered_ttl_s (a day), and a
+    # restarted worker must not reload every document ever delivered.
+    cleanup_policy="compact,delete",
+    retention_ms=7 * _DAY_MS,
 )
 
 # Stage name -> the work topic the GPU node consumes and the facts topic it writes.

@@ -208,6 +208,9 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
         broker_session_timeout=agents.session_timeout_s,
         broker_heartbeat_interval=agents.heartbeat_interval_s,
         topic_partitions=PAGES_DONE.partitions,
+        # For the topics faust creates itself (its leader topic; the changelog too if
+        # `topics apply` was not run first).
+        topic_replication_factor=settings.topics.replication_factor,
         web_host=agents.web_host,
         web_port=agents.web_port,
     )
@@ -222,7 +225,8 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
     metrics = AgentMetrics(registry or CollectorRegistry(), topo.name(DLQ))
     ingest = Ingest(topo, blobs, group=app_id, max_pixels=agents.max_page_pixels)
     route = Route(topo, group=app_id, min_confidence=agents.min_confidence)
-    deliver = Deliver(topo, group=app_id, min_confidence=agents.min_confidence)
+    deliver = Deliver(topo, group=app_id, min_confidence=agents.min_confidence,
+                      delivered_ttl_s=agents.delivered_ttl_s)  # fmt: skip
 
     raw_topic = app.topic(topo.name(RAW))
     facts_topic = app.topic(*(topo.name(t) for t in (ORIENTED, CLASSIFIED, EXTRACTED, RECOGNIZED)))

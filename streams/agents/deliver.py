@@ -3,14 +3,20 @@
 Pages are collected per doc_id in a changelog-backed table; when every page is
 there the result is emitted and the entry shrinks to a `delivered` marker, so a
 page delivered twice (agents are at-least-once) neither completes a document
-early nor emits it again.
+early nor emits it again. Markers are dropped after `delivered_ttl_s`: redeliveries
+come within minutes of a rebalance, and without expiry the table (in memory) and its
+changelog would grow by one entry per document forever. A page of a document
+redelivered after that (a late dead-letter replay) yields its result once more, with
+the same doc_id key, which docs.results' compaction and the webhook's idempotency
+key absorb.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter
-from collections.abc import MutableMapping
+import time
+from collections import Counter, defaultdict, deque
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -26,7 +32,7 @@ log = logging.getLogger(__name__)
 
 STAGE = "deliver"
 
-# Table value per doc_id: {"pages": {page_no: PageState JSON}} or {"delivered": True}.
+# Table value per doc_id: {"pages": {page_no: PageState JSON}}, then {"delivered": epoch s}.
 Entry = dict[str, Any]
 
 
@@ -39,15 +45,29 @@ class WebhookCall:
 
 
 class Deliver:
-    def __init__(self, topology: Topology, *, group: str, min_confidence: float) -> None:
+    def __init__(
+        self,
+        topology: Topology,
+        *,
+        group: str,
+        min_confidence: float,
+        delivered_ttl_s: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.topology = topology
         self.group = group
         self.min_confidence = min_confidence
+        self.delivered_ttl_s = delivered_ttl_s
+        self._clock = clock
+        # Markers this worker wrote, oldest first, per partition. Markers recovered from
+        # the changelog are not here: the changelog's retention drops them instead.
+        self._delivered: defaultdict[int, deque[tuple[float, str]]] = defaultdict(deque)
 
     def handle(
         self, origin: Origin, table: MutableMapping[str, Entry]
     ) -> tuple[list[Emit], WebhookCall | None]:
         """Emits, and the webhook to call when this page completed a document with a callback."""
+        self._expire(origin.partition, table)
         try:
             page = decode(PageState, origin.value)
         except RecordError as exc:
@@ -66,7 +86,9 @@ class Deliver:
             return [], None
         states = [PageState.model_validate(p) for p in pages.values()]
         result = self.result(states)
-        table[page.doc_id] = {"delivered": True}
+        delivered_at = self._clock()
+        table[page.doc_id] = {"delivered": delivered_at}
+        self._delivered[origin.partition].append((delivered_at, page.doc_id))
         log.info("deliver: doc %s complete, %d pages", page.doc_id, page.page_count)
         emit = emit_record(self.topology.name(RESULTS), page.doc_id, result, origin, STAGE)
         callback = next((str(p.callback) for p in states if p.callback), None)
@@ -76,6 +98,18 @@ class Deliver:
         assert emit.value is not None  # noqa: S101 - emit_record always encodes
         call = WebhookCall(callback, emit.value, f"{page.doc_id}:{event_id}", emit)
         return [emit], call
+
+    def _expire(self, partition: int, table: MutableMapping[str, Entry]) -> None:
+        # A table write goes to the changelog partition of the record being processed,
+        # so only markers of that partition may be deleted now.
+        queue = self._delivered[partition]
+        horizon = self._clock() - self.delivered_ttl_s
+        while queue and queue[0][0] <= horizon:
+            delivered_at, doc_id = queue.popleft()
+            entry = table.get(doc_id)
+            # Not if the document was delivered again since (a newer marker).
+            if entry is not None and entry.get("delivered") == delivered_at:
+                del table[doc_id]
 
     def result(self, pages: list[PageState]) -> DocumentResult:
         pages = sorted(pages, key=lambda p: p.page_no)

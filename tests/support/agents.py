@@ -58,8 +58,8 @@ def start_worker(log: Path, *, verbose: bool = False, **env: str) -> Worker:
     full_env.update({f"PAGESTREAM_AGENTS__{k}": v for k, v in env.items()})
     script = Path(sys.executable).with_name("pagestream")
     args = [str(script), *(["-v"] if verbose else []), "agents"]
-    out = log.open("wb")
-    proc = subprocess.Popen(args, env=full_env, stdout=out, stderr=out)
+    with log.open("wb") as out:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(args, env=full_env, stdout=out, stderr=out)
     return Worker(proc, web_port, log)
 
 

@@ -42,7 +42,7 @@ def test_apply_creates_every_declared_topic_then_changes_nothing(settings: Setti
     for spec in declared:
         assert len(md[topology.name(spec)].partitions) == spec.partitions
     res = ConfigResource(ResourceType.TOPIC, topology.name(DELIVER_TABLE_CHANGELOG))
-    assert admin.describe_configs([res])[res].result()["cleanup.policy"].value == "compact"
+    assert admin.describe_configs([res])[res].result()["cleanup.policy"].value == "compact,delete"
     res = ConfigResource(ResourceType.TOPIC, topology.name(RESULTS))
     conf = admin.describe_configs([res])[res].result()
     assert conf["cleanup.policy"].value == "compact"
