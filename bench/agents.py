@@ -56,6 +56,7 @@ trips, which a second worker overlaps.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import subprocess
@@ -101,13 +102,14 @@ class Result:
     output_s: float
     output_records: int  # appended to gpu.classify within output_s
 
+    # nan when a run is too short to have a steady phase (a few hundred records).
     @property
     def rate(self) -> float:
-        return self.steady_records / self.steady_s
+        return self.steady_records / self.steady_s if self.steady_s > 0 else math.nan
 
     @property
     def output_rate(self) -> float:
-        return self.output_records / self.output_s
+        return self.output_records / self.output_s if self.output_s > 0 else math.nan
 
 
 def _page(blob_root: str) -> PageState:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from confluent_kafka import KafkaException
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
@@ -283,8 +284,22 @@ def agents_cmd() -> None:
     """Run one CPU agent worker (ingest, route, deliver); start more to scale out."""
     from streams.agents.app import run_worker
 
+    s = _settings()
+    # Checked up front: faust would create its changelog itself (workers starting
+    # together race for it) and a worker without its input topics just sits idle.
+    topology = Topology(s.topics.prefix, s.agents.app_id)
+    try:
+        absent = topics_apply.missing(kafka.admin(s.kafka), topology)
+    except KafkaException as exc:
+        err.print(f"cannot list topics on {s.kafka.bootstrap_servers}: {exc}",
+                  style="red", markup=False, highlight=False)  # fmt: skip
+        raise typer.Exit(1) from exc
+    if absent:
+        err.print(f"missing topics: {', '.join(absent)}; run `pagestream topics apply` first",
+                  style="red", markup=False, highlight=False)  # fmt: skip
+        raise typer.Exit(2)
     verbose = logging.getLogger().isEnabledFor(logging.INFO)
-    run_worker(_settings(), loglevel="INFO" if verbose else "WARNING")
+    run_worker(s, loglevel="INFO" if verbose else "WARNING")
 
 
 @app.command("gpu-node")

@@ -37,6 +37,12 @@ class Change:
         return f"{self.topic}: {self.action} {self.detail}"
 
 
+def missing(admin: AdminClient, topology: Topology) -> list[str]:
+    """Declared topics the cluster does not have."""
+    existing = admin.list_topics(timeout=_TIMEOUT_S).topics
+    return [name for name, _ in topology.specs() if name not in existing]
+
+
 def apply(admin: AdminClient, topology: Topology, replication_factor: int = 1) -> list[Change]:
     existing = admin.list_topics(timeout=_TIMEOUT_S).topics
     changes: list[Change] = []

@@ -80,3 +80,10 @@ def test_topics_apply_cli_reports_then_says_nothing_changed(cli_env: Settings) -
     second = runner.invoke(app, ["topics", "apply"])
     assert second.exit_code == 0, second.output
     assert "nothing changed" in second.output
+
+
+def test_agents_refuse_to_start_without_their_topics(cli_env: Settings) -> None:
+    result = CliRunner().invoke(app, ["agents"])
+    assert result.exit_code == 2
+    changelog = Topology(cli_env.topics.prefix).name(DELIVER_TABLE_CHANGELOG)
+    assert changelog in result.output and "pagestream topics apply" in result.output

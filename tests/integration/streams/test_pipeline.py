@@ -32,7 +32,7 @@ def webhook_receiver() -> Iterator[support.WebhookReceiver]:
 
 
 @pytest.fixture
-def agents(cli_env: Settings, tmp_path: Path) -> Iterator[support.Worker]:
+def agents(cli_env: Settings, topology: Topology, tmp_path: Path) -> Iterator[support.Worker]:
     # The test receiver listens on 127.0.0.1, which production refuses.
     worker = support.start_worker(tmp_path / "agents.log", verbose=True,
                                   WEBHOOK_SECRET=WEBHOOK_SECRET,
