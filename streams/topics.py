@@ -22,6 +22,8 @@ class TopicSpec:
     retention_ms: int = 3 * _DAY_MS
     cleanup_policy: str = "delete"
     extra: dict[str, str] = field(default_factory=dict)
+    # What more partitions would break, reported by `topics apply` when it adds them.
+    grow_warning: str = ""
 
     def configs(self) -> dict[str, str]:
         """The topic-level configs `apply` enforces (others are left alone)."""
@@ -43,7 +45,15 @@ CLASSIFIED = TopicSpec("docs.classified", 6, "PageState facts: classification do
 EXTRACTED = TopicSpec("docs.extracted", 6, "PageState facts: extraction done")
 RECOGNIZED = TopicSpec("docs.recognized", 6, "PageState facts: OCR done")
 
-PAGES_DONE = TopicSpec("docs.pages.done", 6, "PageState: every stage of the page done")
+# Adding partitions to a keyed topic moves doc_ids to other partitions; for these two
+# it strands the pages deliver has collected so far for documents in flight.
+_REKEYS_DELIVER = (
+    "doc_ids move to other partitions: documents deliver is collecting now may never "
+    "complete; stop producers and let docs.pages.done drain (lag 0) before growing it"
+)
+PAGES_DONE = TopicSpec(
+    "docs.pages.done", 6, "PageState: every stage of the page done", grow_warning=_REKEYS_DELIVER
+)
 RESULTS = TopicSpec(
     "docs.results",
     6,
@@ -87,6 +97,7 @@ DELIVER_TABLE_CHANGELOG = TopicSpec(
     # restarted worker must not reload every document ever delivered.
     cleanup_policy="compact,delete",
     retention_ms=7 * _DAY_MS,
+    grow_warning=_REKEYS_DELIVER,
 )
 
 # Stage name -> the work topic the GPU node consumes and the facts topic it writes.

@@ -64,6 +64,8 @@ def apply(admin: AdminClient, topology: Topology, replication_factor: int = 1) -
         if have < spec.partitions:
             to_grow.append(NewPartitions(name, spec.partitions))
             changes.append(Change(name, "partitions", f"{have} -> {spec.partitions}"))
+            if spec.grow_warning:
+                changes.append(Change(name, "warning", spec.grow_warning))
         elif have > spec.partitions:
             changes.append(
                 Change(

@@ -9,7 +9,15 @@ from typer.testing import CliRunner
 from streams import broker, kafka, topics_apply
 from streams.cli import app
 from streams.settings import BrokerSettings, Settings
-from streams.topics import ALL, DELIVER_TABLE_CHANGELOG, DLQ, RAW, RESULTS, Topology
+from streams.topics import (
+    ALL,
+    DELIVER_TABLE_CHANGELOG,
+    DLQ,
+    PAGES_DONE,
+    RAW,
+    RESULTS,
+    Topology,
+)
 
 pytestmark = pytest.mark.kafka
 
@@ -68,6 +76,7 @@ def test_apply_raises_partitions_and_restores_drifted_config(settings: Settings)
     mine = [str(c) for c in changes if c.topic == raw]
     assert f"{raw}: partitions 2 -> {RAW.partitions}" in mine
     assert f"{raw}: config cleanup.policy: compact -> delete" in mine
+    assert not [c for c in changes if c.topic == raw and c.action == "warning"]
     assert len(admin.list_topics(raw, timeout=10).topics[raw].partitions) == RAW.partitions
     assert topics_apply.apply(admin, topology) == []
 
@@ -87,3 +96,17 @@ def test_agents_refuse_to_start_without_their_topics(cli_env: Settings) -> None:
     assert result.exit_code == 2
     changelog = Topology(cli_env.topics.prefix).name(DELIVER_TABLE_CHANGELOG)
     assert changelog in result.output and "pagestream topics apply" in result.output
+
+
+def test_apply_warns_when_growing_a_topic_deliver_aggregates(settings: Settings) -> None:
+    admin = kafka.admin(settings.kafka)
+    topology = Topology(settings.topics.prefix)
+    done = topology.name(PAGES_DONE)
+    admin.create_topics([NewTopic(done, 2, 1)])[done].result()
+    while done not in admin.list_topics(timeout=10).topics:
+        time.sleep(0.1)
+
+    changes = topics_apply.apply(admin, topology)
+
+    (warning,) = [c for c in changes if c.topic == done and c.action == "warning"]
+    assert "drain" in warning.detail
