@@ -278,11 +278,13 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
         async for event in stream.events():
             started = time.perf_counter()
             origin = _origin(event)
-            emits, call = deliver.handle(origin, pages)
-            await send_all(emits)
-            metrics.record("deliver", emits, time.perf_counter() - started)
-            if call is not None:
-                await notify(origin, call)
+            outcome = deliver.handle(origin, pages)
+            await send_all(outcome.emits)
+            metrics.record("deliver", outcome.emits, time.perf_counter() - started)
+            if outcome.webhook is not None:
+                await notify(origin, outcome.webhook)
+            if outcome.completed is not None:
+                deliver.mark_delivered(origin.partition, outcome.completed, pages)
             yield None
 
     @app.page("/metrics")

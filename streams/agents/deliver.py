@@ -37,6 +37,17 @@ Entry = dict[str, Any]
 
 
 @dataclass(frozen=True)
+class Outcome:
+    emits: list[Emit]
+    webhook: WebhookCall | None = None
+    # The doc_id when this page completed its document. The caller marks it delivered
+    # (mark_delivered) only once the result is acknowledged and the webhook done: a
+    # worker that dies in between leaves the pages in the table (and in its changelog),
+    # so the page's redelivery completes the document again instead of being absorbed.
+    completed: str | None = None
+
+
+@dataclass(frozen=True)
 class WebhookCall:
     url: str
     body: bytes  # the DocumentResult exactly as written to docs.results
@@ -63,41 +74,42 @@ class Deliver:
         # the changelog are not here: the changelog's retention drops them instead.
         self._delivered: defaultdict[int, deque[tuple[float, str]]] = defaultdict(deque)
 
-    def handle(
-        self, origin: Origin, table: MutableMapping[str, Entry]
-    ) -> tuple[list[Emit], WebhookCall | None]:
-        """Emits, and the webhook to call when this page completed a document with a callback."""
+    def handle(self, origin: Origin, table: MutableMapping[str, Entry]) -> Outcome:
         self._expire(origin.partition, table)
         try:
             page = decode(PageState, origin.value)
         except RecordError as exc:
             dlq = self.topology.name(DLQ)
-            return [
-                dead_letter(origin, dlq_topic=dlq, stage=STAGE, group=self.group, exc=exc)
-            ], None
+            return Outcome([dead_letter(origin, dlq_topic=dlq, stage=STAGE, group=self.group,
+                                        exc=exc)])  # fmt: skip
         entry = table.get(page.doc_id) or {"pages": {}}
         if entry.get("delivered"):
             log.debug("deliver: duplicate page %d of delivered doc %s", page.page_no, page.doc_id)
-            return [], None
+            return Outcome([])
         pages: dict[str, Any] = dict(entry["pages"])
         pages[str(page.page_no)] = page.model_dump(mode="json")
         if len(pages) < page.page_count:
             table[page.doc_id] = {"pages": pages}
-            return [], None
+            return Outcome([])
         states = [PageState.model_validate(p) for p in pages.values()]
         result = self.result(states)
-        delivered_at = self._clock()
-        table[page.doc_id] = {"delivered": delivered_at}
-        self._delivered[origin.partition].append((delivered_at, page.doc_id))
         log.info("deliver: doc %s complete, %d pages", page.doc_id, page.page_count)
         emit = emit_record(self.topology.name(RESULTS), page.doc_id, result, origin, STAGE)
         callback = next((str(p.callback) for p in states if p.callback), None)
         if callback is None:
-            return [emit], None
+            return Outcome([emit], completed=page.doc_id)
         event_id = dict(emit.headers)[headers.EVENT_ID].decode()
         assert emit.value is not None  # noqa: S101 - emit_record always encodes
         call = WebhookCall(callback, emit.value, f"{page.doc_id}:{event_id}", emit)
-        return [emit], call
+        return Outcome([emit], call, completed=page.doc_id)
+
+    def mark_delivered(
+        self, partition: int, doc_id: str, table: MutableMapping[str, Entry]
+    ) -> None:
+        """Shrinks a completed document's entry to a marker that absorbs later duplicates."""
+        delivered_at = self._clock()
+        table[doc_id] = {"delivered": delivered_at}
+        self._delivered[partition].append((delivered_at, doc_id))
 
     def _expire(self, partition: int, table: MutableMapping[str, Entry]) -> None:
         # A table write goes to the changelog partition of the record being processed,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import HttpUrl
+
 from schemas import (
     ClassificationResult,
     DocumentResult,
@@ -18,6 +20,7 @@ from schemas import (
 )
 from schemas.pages import BlobRef
 from streams.agents.deliver import Deliver
+from streams.agents.records import Emit
 from streams.dead_letters import Origin
 from streams.topics import DLQ, PAGES_DONE, RESULTS, Topology
 
@@ -62,62 +65,86 @@ def _deliver(clock: Clock) -> Deliver:
     return Deliver(TOPO, group="g", min_confidence=0.6, delivered_ttl_s=TTL_S, clock=clock)
 
 
+def _run(deliver: Deliver, origin: Origin, table: dict[str, Any]) -> list[Emit]:
+    """What the deliver agent does with one record, once its sends are acknowledged."""
+    outcome = deliver.handle(origin, table)
+    if outcome.completed is not None:
+        deliver.mark_delivered(origin.partition, outcome.completed, table)
+    return outcome.emits
+
+
 def test_a_document_is_emitted_once_when_its_last_page_arrives() -> None:
     deliver, table = _deliver(Clock()), dict[str, Any]()
-    assert deliver.handle(_origin(_page("d", 2, 2)), table) == ([], None)
-    emits, call = deliver.handle(_origin(_page("d", 1, 2)), table)
-    (emit,) = emits
-    assert (emit.topic, emit.key, call) == (TOPO.name(RESULTS), b"d", None)
+    assert _run(deliver, _origin(_page("d", 2, 2)), table) == []
+    outcome = deliver.handle(_origin(_page("d", 1, 2)), table)
+    (emit,) = outcome.emits
+    assert (emit.topic, emit.key, outcome.webhook) == (TOPO.name(RESULTS), b"d", None)
     assert emit.value is not None
     result = decode(DocumentResult, emit.value)
     assert [p.page_no for p in result.pages] == [1, 2]
     assert result.document_type is DocumentType.letter
+    deliver.mark_delivered(0, "d", table)
     # Redelivered pages (at-least-once) of a delivered document emit nothing.
-    assert deliver.handle(_origin(_page("d", 1, 2)), table) == ([], None)
-    assert deliver.handle(_origin(_page("d", 2, 2)), table) == ([], None)
+    assert _run(deliver, _origin(_page("d", 1, 2)), table) == []
+    assert _run(deliver, _origin(_page("d", 2, 2)), table) == []
 
 
 def test_a_repeated_page_does_not_complete_a_document_early() -> None:
     deliver, table = _deliver(Clock()), dict[str, Any]()
-    assert deliver.handle(_origin(_page("d", 1, 2)), table) == ([], None)
-    assert deliver.handle(_origin(_page("d", 1, 2)), table) == ([], None)
-    assert len(deliver.handle(_origin(_page("d", 2, 2)), table)[0]) == 1
+    assert _run(deliver, _origin(_page("d", 1, 2)), table) == []
+    assert _run(deliver, _origin(_page("d", 1, 2)), table) == []
+    assert len(_run(deliver, _origin(_page("d", 2, 2)), table)) == 1
+
+
+def test_a_completion_not_marked_delivered_is_done_again_on_redelivery() -> None:
+    # The worker died after handle() (result maybe sent, webhook maybe not) and before
+    # mark_delivered(): the page comes back and the document completes again, with the
+    # same event id, so the same webhook idempotency key.
+    deliver, table = _deliver(Clock()), dict[str, Any]()
+    page = _page("d", 1, 1).model_copy(update={"callback": HttpUrl("https://example.com/hook")})
+    origin = _origin(page)
+    first = deliver.handle(origin, table)
+    again = deliver.handle(origin, table)
+    assert first.webhook is not None and again.webhook is not None
+    assert again.webhook.idempotency_key == first.webhook.idempotency_key
+    assert again.completed == "d"
 
 
 def test_an_unreadable_page_is_dead_lettered() -> None:
     deliver, table = _deliver(Clock()), dict[str, Any]()
-    (emit,), call = deliver.handle(_origin(b"{not json"), table)
-    assert (emit.topic, emit.value, call) == (TOPO.name(DLQ), b"{not json", None)
+    outcome = deliver.handle(_origin(b"{not json"), table)
+    (emit,) = outcome.emits
+    assert (emit.topic, emit.value, outcome.completed) == (TOPO.name(DLQ), b"{not json", None)
     assert table == {}
 
 
 def test_delivered_markers_expire_in_their_own_partition_only() -> None:
     clock = Clock()
     deliver, table = _deliver(clock), dict[str, Any]()
-    deliver.handle(_origin(_page("a", 1, 1), partition=0), table)
-    deliver.handle(_origin(_page("b", 1, 1), partition=1), table)
+    _run(deliver, _origin(_page("a", 1, 1), partition=0), table)
+    _run(deliver, _origin(_page("b", 1, 1), partition=1), table)
     assert set(table) == {"a", "b"}
 
     clock.now += TTL_S + 1
     # A record of partition 0 may delete partition 0's markers (a table write goes to
     # the changelog partition of the record being processed), not partition 1's.
-    deliver.handle(_origin(_page("c", 1, 2), partition=0), table)
+    _run(deliver, _origin(_page("c", 1, 2), partition=0), table)
     assert set(table) == {"b", "c"}
-    deliver.handle(_origin(_page("d", 1, 2), partition=1), table)
+    _run(deliver, _origin(_page("d", 1, 2), partition=1), table)
     assert set(table) == {"c", "d"}
     # Forgotten: a late redelivery yields the result again (same key; compaction and
     # the webhook's idempotency key absorb it).
-    assert len(deliver.handle(_origin(_page("a", 1, 1), partition=0), table)[0]) == 1
+    assert len(_run(deliver, _origin(_page("a", 1, 1), partition=0), table)) == 1
 
 
 def test_an_old_expiry_does_not_drop_a_newer_marker() -> None:
     clock = Clock()
     deliver, table = _deliver(clock), dict[str, Any]()
-    deliver.handle(_origin(_page("a", 1, 1)), table)
+    _run(deliver, _origin(_page("a", 1, 1)), table)
     clock.now += TTL_S + 1
-    deliver.handle(_origin(_page("x", 1, 2)), table)  # expires a's first marker
-    deliver.handle(_origin(_page("a", 1, 1)), table)  # delivered again: a new marker
+    _run(deliver, _origin(_page("x", 1, 2)), table)  # expires a's first marker
+    _run(deliver, _origin(_page("a", 1, 1)), table)  # delivered again: a new marker
     clock.now += TTL_S / 2
-    deliver.handle(_origin(_page("y", 1, 2)), table)
+    _run(deliver, _origin(_page("y", 1, 2)), table)
     assert "a" in table
-    assert deliver.handle(_origin(_page("a", 1, 1)), table) == ([], None)
+    assert _run(deliver, _origin(_page("a", 1, 1)), table) == []
