@@ -80,7 +80,7 @@ from schemas.pages import BlobRef, OrientationResult
 from streams import kafka, topics_apply
 from streams.lag import group_lag
 from streams.routing import next_step
-from streams.settings import AgentSettings, KafkaSettings
+from streams.settings import KafkaSettings
 from streams.topics import DLQ, GPU_CLASSIFY, ORIENTED, TopicSpec, Topology
 
 app = typer.Typer(add_completion=False)
@@ -102,14 +102,18 @@ class Result:
     output_s: float
     output_records: int  # appended to gpu.classify within output_s
 
-    # nan when a run is too short to have a steady phase (a few hundred records).
     @property
     def rate(self) -> float:
-        return self.steady_records / self.steady_s if self.steady_s > 0 else math.nan
+        return _ratio(self.steady_records, self.steady_s)
 
     @property
     def output_rate(self) -> float:
-        return self.output_records / self.output_s if self.output_s > 0 else math.nan
+        return _ratio(self.output_records, self.output_s)
+
+
+def _ratio(a: float, b: float) -> float:
+    # nan when a run is too short to have a steady phase (a few hundred records).
+    return a / b if b > 0 else math.nan
 
 
 def _page(blob_root: str) -> PageState:
@@ -247,7 +251,7 @@ class Run:
         self.admin = kafka.admin(self.kafka_settings)
         topics_apply.apply(self.admin, topo)
         self.facts, self.work, self.dlq = (topo.name(t) for t in (ORIENTED, GPU_CLASSIFY, DLQ))
-        self.group = f"{self.prefix}{AgentSettings().app_id}"  # faust's group id: the app id
+        self.group = topo.agents_app
         self.blob_root = self.tmp / f"blobs-{self.prefix}"
         self.run_dir = self.tmp / f"run-{self.prefix}"
         self.run_dir.mkdir()  # faust may create its data folder in the working directory
@@ -393,10 +397,10 @@ def _report(results: list[Result]) -> None:
         )
     one, two = results
     ratios = (
-        two.total_s / one.total_s,
-        two.steady_s / one.steady_s,
-        two.rate / one.rate,
-        two.output_rate / one.output_rate,
+        _ratio(two.total_s, one.total_s),
+        _ratio(two.steady_s, one.steady_s),
+        _ratio(two.rate, one.rate),
+        _ratio(two.output_rate, one.output_rate),
     )
     table.add_row("two / one", "", "", "", *(f"{x:.2f}" for x in ratios))
     out.print(table)

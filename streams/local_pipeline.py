@@ -244,7 +244,7 @@ def settled_lag(settings: Settings, timeout_s: float = 15.0) -> list[GroupLag]:
     """
     from gpu_node.settings import GpuNodeSettings  # pydantic only: no model stack
 
-    agents = f"{settings.topics.prefix}{settings.agents.app_id}"
+    agents = Topology(settings.topics.prefix, settings.agents.app_id).agents_app
     admin = kafka.admin(settings.kafka)
     deadline = time.monotonic() + timeout_s
     previous = None

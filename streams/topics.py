@@ -24,6 +24,8 @@ class TopicSpec:
     extra: dict[str, str] = field(default_factory=dict)
     # What more partitions would break, reported by `topics apply` when it adds them.
     grow_warning: str = ""
+    # Named inside the agents' faust app ("<app id>-<base>"), as faust names its own.
+    in_agents_app: bool = False
 
     def configs(self) -> dict[str, str]:
         """The topic-level configs `apply` enforces (others are left alone)."""
@@ -89,7 +91,7 @@ ALL: tuple[TopicSpec, ...] = (
 AGENTS_APP_ID = "pagestream-agents"  # the default of AgentSettings.app_id
 DELIVER_TABLE = "deliver-pages"
 DELIVER_TABLE_CHANGELOG = TopicSpec(
-    f"<agents app id>-{DELIVER_TABLE}-changelog",
+    f"{DELIVER_TABLE}-changelog",
     PAGES_DONE.partitions,  # faust co-partitions a table with its source topic
     "faust changelog of deliver's page table (pages seen per doc_id)",
     # Compacted to the latest entry per doc_id, and entries older than a week deleted:
@@ -98,6 +100,7 @@ DELIVER_TABLE_CHANGELOG = TopicSpec(
     cleanup_policy="compact,delete",
     retention_ms=7 * _DAY_MS,
     grow_warning=_REKEYS_DELIVER,
+    in_agents_app=True,
 )
 
 # Stage name -> the work topic the GPU node consumes and the facts topic it writes.
@@ -123,10 +126,14 @@ class Topology:
     prefix: str = ""
     agents_app_id: str = AGENTS_APP_ID
 
+    @property
+    def agents_app(self) -> str:
+        """The agents' faust app id, which is also their consumer group."""
+        return f"{self.prefix}{self.agents_app_id}"
+
     def name(self, spec: TopicSpec) -> str:
-        if spec is DELIVER_TABLE_CHANGELOG:
-            # faust's naming; its app id is the prefix plus the agents' app id.
-            return f"{self.prefix}{self.agents_app_id}-{DELIVER_TABLE}-changelog"
+        if spec.in_agents_app:
+            return f"{self.agents_app}-{spec.base}"
         return f"{self.prefix}{spec.base}"
 
     def specs(self) -> Iterator[tuple[str, TopicSpec]]:

@@ -195,7 +195,7 @@ class _Transport(faust_aiokafka.Transport):
 def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> faust.App:
     agents = settings.agents
     topo = Topology(settings.topics.prefix, agents.app_id)
-    app_id = f"{settings.topics.prefix}{agents.app_id}"
+    app_id = topo.agents_app
     app = faust.App(
         app_id,
         broker=settings.kafka.faust_broker_url(),
