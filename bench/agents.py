@@ -75,9 +75,10 @@ from rich.console import Console
 from rich.table import Table
 
 from bench._cluster import cluster, free_port
-from schemas import Operation, Options, PageState, Stage, encode
+from schemas import Operation, Options, PageState, Stage
 from schemas.pages import BlobRef, OrientationResult
 from streams import kafka, topics_apply
+from streams.envelope import first_record
 from streams.lag import group_lag
 from streams.routing import next_step
 from streams.settings import KafkaSettings
@@ -140,7 +141,7 @@ def _page(blob_root: str) -> PageState:
     return page
 
 
-Message = tuple[bytes, bytes, kafka.Headers]  # value, key, headers
+Message = tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]  # value, key, headers
 
 
 def _records(page: PageState, n: int) -> list[Message]:
@@ -148,7 +149,8 @@ def _records(page: PageState, n: int) -> list[Message]:
     out: list[Message] = []
     for i in range(n):
         record = page.model_copy(update={"doc_id": f"bench-{i:07d}"})
-        out.append((encode(record), record.doc_id.encode(), kafka.record_headers(record)))
+        rec = first_record("", record.doc_id, record)  # topic chosen at produce time
+        out.append((rec.value, rec.key, rec.headers))
     return out
 
 

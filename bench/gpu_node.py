@@ -36,14 +36,20 @@ from rich.table import Table
 from bench._cluster import cluster
 from gpu_node.extraction.engines import Engines
 from gpu_node.images import RGBArray, decode_image
-from gpu_node.node import GpuNode
+from gpu_node.main import build_node
 from gpu_node.registry import ModelRegistry
-from gpu_node.settings import GpuNodeSettings, ModelSettings, NodeSettings
 from schemas import Operation, Options, PageState, Stage, encode
 from schemas.pages import BlobRef
 from streams import kafka, topics_apply
 from streams.blobs import BlobStore
-from streams.settings import BlobSettings, KafkaSettings, TopicSettings
+from streams.settings import (
+    BlobSettings,
+    KafkaSettings,
+    ModelSettings,
+    NodeSettings,
+    Settings,
+    TopicSettings,
+)
 from streams.topics import FACTS_BY_STAGE, WORK_BY_STAGE, Topology
 from synth.dataset import generate
 
@@ -95,7 +101,7 @@ def through_kafka(
         producer.produce(work, encode(page), page.doc_id.encode())
     producer.flush(60)
 
-    settings = GpuNodeSettings(
+    settings = Settings(
         kafka=kafka_settings,
         topics=TopicSettings(prefix=prefix),
         blobs=BlobSettings(root=blob_root),
@@ -107,7 +113,7 @@ def through_kafka(
             http_port=0,
         ),
     )
-    node = GpuNode(settings, models, Engines(settings.extraction, models))
+    node = build_node(settings, models, Engines(settings.extraction, models))
     stop = threading.Event()
     thread = threading.Thread(target=node.run, args=(stop,), daemon=True)
     thread.start()

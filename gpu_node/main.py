@@ -1,4 +1,9 @@
-"""`pagestream gpu-node`: build the model set and run the node until SIGTERM/SIGINT."""
+"""`pagestream gpu-node`: build the node from the settings and run it until SIGTERM/SIGINT.
+
+`build_node` is the one place that turns settings into what the node uses: the
+Kafka consumer and transactional producer, the blob store, the model set and the
+extraction engines.
+"""
 
 from __future__ import annotations
 
@@ -7,23 +12,63 @@ import signal
 import threading
 
 import torch
+from prometheus_client import CollectorRegistry
 
 from gpu_node.extraction.engines import Engines, build_vlm
-from gpu_node.node import FatalNodeError, GpuNode
+from gpu_node.loop import GpuNode
 from gpu_node.registry import ModelRegistry
-from gpu_node.settings import GpuNodeSettings
+from gpu_node.transactions import FatalNodeError
+from streams import kafka
+from streams.blobs import BlobStore
+from streams.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
-def run_node(settings: GpuNodeSettings | None = None) -> int:
+def build_node(
+    settings: Settings,
+    models: ModelRegistry,
+    engines: Engines,
+    *,
+    metrics_registry: CollectorRegistry | None = None,
+) -> GpuNode:
+    node = settings.node
+    # Creating the clients contacts nobody: the node joins its group and initialises
+    # its transactions only in run(), once the models are loaded.
+    consumer = kafka.consumer(
+        settings.kafka, node.group_id, **{"max.poll.interval.ms": node.max_poll_interval_ms}
+    )
+    producer = kafka.producer(
+        settings.kafka,
+        **{
+            "transactional.id": node.transactional_id,
+            "transaction.timeout.ms": node.transaction_timeout_ms,
+            # A transaction's records are all produced at once, just before the
+            # commit: waiting for more would only delay the commit.
+            "linger.ms": 0,
+        },
+    )
+    return GpuNode(
+        node,
+        settings.topology,
+        consumer=consumer,
+        producer=producer,
+        blobs=BlobStore.from_settings(settings.blobs),
+        models=models,
+        engines=engines,
+        max_image_pixels=settings.models.max_image_pixels,
+        metrics_registry=metrics_registry,
+    )
+
+
+def run_node(settings: Settings | None = None) -> int:
     """Exit status: 0 after a clean stop, 1 when Kafka made the node unusable."""
-    settings = settings or GpuNodeSettings()
+    settings = settings or Settings()
     if settings.models.torch_threads:
         torch.set_num_threads(settings.models.torch_threads)
     models = ModelRegistry(settings.models)
     engines = Engines(settings.extraction, models, build_vlm(settings.extraction))
-    node = GpuNode(settings, models, engines)
+    node = build_node(settings, models, engines)
     stop = threading.Event()
 
     def _on_signal(signum: int, _frame: object) -> None:

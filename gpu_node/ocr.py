@@ -36,8 +36,8 @@ from easyocr.utils import four_point_transform, group_text_box  # type: ignore[i
 
 from gpu_node.device import DeviceChoice
 from gpu_node.images import RGBArray
-from gpu_node.settings import ModelSettings
 from schemas.pages import OcrBox, OcrResult
+from streams.settings import ModelSettings
 
 log = logging.getLogger(__name__)
 

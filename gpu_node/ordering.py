@@ -11,17 +11,11 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from streams.envelope import Outgoing
 
 TopicPartitionKey = tuple[str, int]
-
-
-@dataclass(frozen=True)
-class Output:
-    topic: str
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str, bytes]] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -29,7 +23,7 @@ class Slot:
     topic: str
     partition: int
     offset: int
-    outputs: list[Output] | None = None  # None: still being worked on
+    outputs: list[Outgoing] | None = None  # None: still being worked on
     # Set when the partition is revoked or rewound: late results for it are ignored.
     dropped: bool = False
 
@@ -40,7 +34,7 @@ class Slot:
 
 @dataclass(frozen=True)
 class Ready:
-    outputs: list[Output]
+    outputs: list[Outgoing]
     # Next offset to consume per partition (what Kafka expects as the committed offset).
     next_offsets: dict[TopicPartitionKey, int]
     # First offset released per partition: where to seek back to if the commit fails.
@@ -58,13 +52,13 @@ class OffsetOrder:
         return slot
 
     @staticmethod
-    def resolve(slot: Slot, outputs: list[Output]) -> None:
+    def resolve(slot: Slot, outputs: list[Outgoing]) -> None:
         if slot.outputs is not None:
             raise RuntimeError(f"slot {slot.tp}@{slot.offset} resolved twice")
         slot.outputs = outputs
 
     def take_ready(self) -> Ready:
-        outputs: list[Output] = []
+        outputs: list[Outgoing] = []
         next_offsets: dict[TopicPartitionKey, int] = {}
         first_offsets: dict[TopicPartitionKey, int] = {}
         records = 0

@@ -16,7 +16,7 @@ from gpu_node.device import DeviceChoice, select_device
 from gpu_node.extraction.rules import RulesExtractor
 from gpu_node.ocr import OcrEngine, load_reader
 from gpu_node.orientation import Orienter
-from gpu_node.settings import ModelSettings
+from streams.settings import ModelSettings
 
 log = logging.getLogger(__name__)
 

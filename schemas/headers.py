@@ -23,6 +23,9 @@ ERROR_EXCEPTION_MESSAGE = ERROR_PREFIX + "exception.message"
 ERROR_EXCEPTION_STACKTRACE = ERROR_PREFIX + "exception.stacktrace"
 ERROR_ATTEMPTS = ERROR_PREFIX + "attempts"
 ERROR_FAILED_AT = ERROR_PREFIX + "failed_at"
+# Only when the original value was left out of the dead letter (it would not fit in
+# a Kafka record): the value's size in bytes.
+VALUE_DROPPED = ERROR_PREFIX + "value.dropped"
 
 ERROR_HEADERS = (
     ERROR_TOPIC,

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from streams.cli import app
+from streams.cli import main
 
-app(prog_name="pagestream")
+main()

@@ -15,8 +15,11 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from streams.settings import BlobSettings
 
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
@@ -133,6 +136,15 @@ class BlobStore:
         self._roots = [self._root, *(_make_root(r, opts) for r in read_roots)]
         self._schemes = frozenset(r.scheme for r in self._roots)
         self.max_blob_bytes = max_blob_bytes
+
+    @classmethod
+    def from_settings(cls, settings: BlobSettings) -> BlobStore:
+        return cls(
+            settings.root,
+            settings.read_roots,
+            max_blob_bytes=settings.max_blob_bytes,
+            storage_options=settings.storage_options,
+        )
 
     @property
     def root(self) -> str:

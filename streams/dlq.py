@@ -17,32 +17,21 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from schemas import headers
 from streams import kafka
+from streams.envelope import Origin
 from streams.settings import Settings
-from streams.topics import DLQ, Topology
+from streams.topics import DLQ
 
-DEFAULT_REPLAY_GROUP = "pagestream-dlq-replay"
-DEFAULT_MAX_REPLAYS = 3
 _POLL_S = 1.0
 _IDLE_GIVE_UP_S = 30.0
 
 
 @dataclass(frozen=True)
-class DeadLetter:
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str, bytes]]
-
-    def header(self, name: str) -> str | None:
-        for k, v in self.headers:
-            if k == name:
-                return v.decode("utf-8", "replace")
-        return None
+class DeadLetter(Origin):
+    """A record read from docs.dlq, with the facts its error headers carry."""
 
     @property
     def doc_id(self) -> str | None:
@@ -91,20 +80,6 @@ class Filter:
         return not (self.until is not None and (failed_at is None or failed_at > self.until))
 
 
-def _dead_letter(msg: Message) -> DeadLetter:
-    raw = msg.headers() or []
-    pairs = raw.items() if isinstance(raw, dict) else raw
-    partition, offset = msg.partition(), msg.offset()
-    assert partition is not None and offset is not None  # noqa: S101 - consumed records have both
-    return DeadLetter(
-        partition=partition,
-        offset=offset,
-        key=msg.key(),
-        value=msg.value(),
-        headers=[(k, v.encode() if isinstance(v, str) else v or b"") for k, v in pairs],
-    )
-
-
 def _read(consumer: Consumer, topic: str, *, from_committed: bool) -> Iterator[DeadLetter]:
     """Every dead letter up to the log end as of the start, from the group's committed
     offsets or from the beginning. Partitions are assigned, not subscribed: one
@@ -126,7 +101,7 @@ def _read(consumer: Consumer, topic: str, *, from_committed: bool) -> Iterator[D
         for msg in msgs:
             if msg.error() is not None:
                 continue
-            dead = _dead_letter(msg)
+            dead = DeadLetter.from_message(msg)
             if dead.offset >= ends[dead.partition]:
                 remaining.discard(dead.partition)
                 continue
@@ -146,7 +121,7 @@ def _read(consumer: Consumer, topic: str, *, from_committed: bool) -> Iterator[D
 
 
 def list_dead(settings: Settings, flt: Filter) -> list[DeadLetter]:
-    topic = Topology(settings.topics.prefix).name(DLQ)
+    topic = settings.topology.name(DLQ)
     consumer = kafka.consumer(
         settings.kafka,
         f"pagestream-dlq-list-{uuid.uuid4().hex[:8]}",
@@ -170,13 +145,18 @@ def replay(
     flt: Filter,
     *,
     dry_run: bool = False,
-    rate_per_s: float = 50.0,
-    max_replays: int = DEFAULT_MAX_REPLAYS,
-    group: str = DEFAULT_REPLAY_GROUP,
+    rate_per_s: float | None = None,
+    max_replays: int | None = None,
+    group: str | None = None,
     on_each: Callable[[DeadLetter, str], None] | None = None,
 ) -> ReplayReport:
-    """Send matching dead letters back to their original topic; see the module docstring."""
-    topo = Topology(settings.topics.prefix)
+    """Send matching dead letters back to their original topic; see the module docstring.
+
+    `rate_per_s`, `max_replays` and `group` default to `settings.dlq`."""
+    rate_per_s = settings.dlq.replay_rate_per_s if rate_per_s is None else rate_per_s
+    max_replays = settings.dlq.max_replays if max_replays is None else max_replays
+    group = settings.dlq.replay_group if group is None else group
+    topo = settings.topology
     consumer = kafka.consumer(settings.kafka, f"{settings.topics.prefix}{group}")
     producer = None if dry_run else kafka.producer(settings.kafka)
     report = ReplayReport()

@@ -1,18 +1,14 @@
-"""confluent-kafka clients and record headers, built from one settings object."""
+"""confluent-kafka clients (admin, idempotent producer, read_committed consumer) built from
+the one KafkaSettings; record headers live in streams/envelope.py."""
 
 from __future__ import annotations
 
-import secrets
-import uuid
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
-from schemas import Record, headers
 from streams.settings import KafkaSettings
-
-Headers = list[tuple[str, str | bytes | None]]
 
 
 def admin(settings: KafkaSettings) -> AdminClient:
@@ -40,18 +36,3 @@ def consumer(settings: KafkaSettings, group_id: str, **overrides: Any) -> Consum
     )
     conf.update(overrides)
     return Consumer(conf)
-
-
-def new_traceparent() -> str:
-    """A fresh W3C trace context (version 00, sampled)."""
-    return f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
-
-
-def record_headers(
-    record: Record, *, event_id: str | None = None, traceparent: str | None = None
-) -> Headers:
-    return [
-        (headers.EVENT_ID, (event_id or str(uuid.uuid4())).encode()),
-        (headers.SCHEMA, headers.schema_header(type(record)).encode()),
-        (headers.TRACEPARENT, (traceparent or new_traceparent()).encode()),
-    ]

@@ -35,7 +35,7 @@ from streams import broker, kafka, topics_apply
 from streams.lag import GroupLag, all_lag
 from streams.settings import Settings
 from streams.submit import Submitter
-from streams.topics import RESULTS, Topology
+from streams.topics import RESULTS
 
 log = logging.getLogger(__name__)
 
@@ -145,9 +145,7 @@ def running_pipeline(settings: Settings, log_dir: Path) -> Iterator[list[Child]]
     children: list[Child] = []
     try:
         topics_apply.apply(
-            kafka.admin(settings.kafka),
-            Topology(settings.topics.prefix, settings.agents.app_id),
-            settings.topics.replication_factor,
+            kafka.admin(settings.kafka), settings.topology, settings.topics.replication_factor
         )
         children.append(spawn("gpu-node", ["gpu-node"], log_dir))
         children.append(spawn("agents", ["agents"], log_dir))
@@ -175,7 +173,7 @@ def submit_samples(settings: Settings, run_id: str) -> dict[str, Sample]:
 def results_from_now(settings: Settings) -> Callable[[float], list[DocumentResult]]:
     """A reader of docs.results positioned at the current end, before anything is submitted
     (docs.results is compacted and may hold every result ever made)."""
-    topic = Topology(settings.topics.prefix).name(RESULTS)
+    topic = settings.topology.name(RESULTS)
     consumer = kafka.consumer(settings.kafka, f"pagestream-up-{uuid.uuid4().hex[:8]}")
     parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
     # A broker that just started or just created the topic answers "not leader"
@@ -242,9 +240,7 @@ def settled_lag(settings: Settings, timeout_s: float = 15.0) -> list[GroupLag]:
     faust commits the offset after the last record, and the transaction's commit
     marker that follows it still counts in the log end (as in Kafka's own tool).
     """
-    from gpu_node.settings import GpuNodeSettings  # pydantic only: no model stack
-
-    agents = Topology(settings.topics.prefix, settings.agents.app_id).agents_app
+    agents = settings.topology.agents_app
     admin = kafka.admin(settings.kafka)
     deadline = time.monotonic() + timeout_s
     previous = None
@@ -255,4 +251,4 @@ def settled_lag(settings: Settings, timeout_s: float = 15.0) -> list[GroupLag]:
             break
         previous = committed
         time.sleep(3.5)
-    return all_lag(admin, [agents, GpuNodeSettings().node.group_id])
+    return all_lag(admin, [agents, settings.node.group_id])

@@ -18,9 +18,10 @@ from typing import Literal
 
 from confluent_kafka import KafkaError, Message
 
-from schemas import DocumentSubmitted, Operation, Options, encode, validate
+from schemas import DocumentSubmitted, Operation, Options, validate
 from streams import kafka
 from streams.blobs import BlobStore
+from streams.envelope import first_record
 from streams.settings import Settings
 from streams.topics import RAW, Topology
 
@@ -80,12 +81,9 @@ class Submitter:
 
     def __init__(self, settings: Settings, topology: Topology | None = None) -> None:
         self._settings = settings
-        self._topic = (topology or Topology(settings.topics.prefix)).name(RAW)
+        self._topic = (topology or settings.topology).name(RAW)
         self._producer = kafka.producer(settings.kafka)
-        b = settings.blobs
-        self._store = BlobStore(
-            b.root, b.read_roots, max_blob_bytes=b.max_blob_bytes, storage_options=b.storage_options
-        )
+        self._store = BlobStore.from_settings(settings.blobs)
         self._errors: list[str] = []
 
     def submit_bytes(
@@ -125,11 +123,12 @@ class Submitter:
                 "attributes": attributes or {},
             },
         )
+        out = first_record(self._topic, doc_id, record)
         self._producer.produce(
-            self._topic,
-            key=doc_id.encode(),
-            value=encode(record),
-            headers=kafka.record_headers(record),
+            out.topic,
+            key=out.key,
+            value=out.value,
+            headers=list(out.headers),
             on_delivery=self._on_delivery,
         )
         self._producer.poll(0)

@@ -16,8 +16,8 @@ from typing import Any
 from gpu_node.extraction.base import Extractor
 from gpu_node.extraction.hybrid import HybridExtractor
 from gpu_node.registry import ModelRegistry
-from gpu_node.settings import ExtractionSettings
 from schemas import Backend
+from streams.settings import ExtractionSettings
 
 log = logging.getLogger(__name__)
 

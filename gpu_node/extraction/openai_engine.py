@@ -42,8 +42,8 @@ from tenacity import (
 from gpu_node.extraction.base import EngineUnavailable, ExtractionInput
 from gpu_node.extraction.prompts import json_schema_for, parse_fields, prompt_for, schema_name
 from gpu_node.images import RGBArray
-from gpu_node.settings import OpenAISettings
 from schemas.extraction import ExtractionResult
+from streams.settings import OpenAISettings
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from PIL import Image
 
 from gpu_node.extraction.base import EngineUnavailable, ExtractionInput
 from gpu_node.extraction.prompts import json_schema_for, parse_fields, prompt_for
-from gpu_node.settings import VllmSettings
 from schemas.extraction import ExtractionResult
+from streams.settings import VllmSettings
 
 if TYPE_CHECKING:
     from vllm.v1.engine.async_llm import AsyncLLM

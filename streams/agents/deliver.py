@@ -23,8 +23,7 @@ from typing import Any
 
 from schemas import DocumentResult, PageState, RecordError, decode, headers
 from schemas.results import PageResult
-from streams.agents.records import Emit, dead_letter, emit_record
-from streams.dead_letters import Origin
+from streams.envelope import Origin, Outgoing, dead_letter, next_record
 from streams.routing import next_step
 from streams.topics import DLQ, RESULTS, Topology
 
@@ -37,8 +36,8 @@ Entry = dict[str, Any]
 
 
 @dataclass(frozen=True)
-class Outcome:
-    emits: list[Emit]
+class Delivery:
+    emits: list[Outgoing]
     webhook: WebhookCall | None = None
     # The doc_id when this page completed its document. The caller marks it delivered
     # (mark_delivered) only once the result is acknowledged and the webhook done: a
@@ -52,7 +51,7 @@ class WebhookCall:
     url: str
     body: bytes  # the DocumentResult exactly as written to docs.results
     idempotency_key: str  # doc_id and the result's event id: equal on a redelivery
-    result_emit: Emit
+    result_emit: Outgoing
 
 
 class Deliver:
@@ -74,34 +73,34 @@ class Deliver:
         # the changelog are not here: the changelog's retention drops them instead.
         self._delivered: defaultdict[int, deque[tuple[float, str]]] = defaultdict(deque)
 
-    def handle(self, origin: Origin, table: MutableMapping[str, Entry]) -> Outcome:
+    def handle(self, origin: Origin, table: MutableMapping[str, Entry]) -> Delivery:
         self._expire(origin.partition, table)
         try:
             page = decode(PageState, origin.value)
         except RecordError as exc:
             dlq = self.topology.name(DLQ)
-            return Outcome([dead_letter(origin, dlq_topic=dlq, stage=STAGE, group=self.group,
+            return Delivery([dead_letter(origin, dlq_topic=dlq, stage=STAGE, group=self.group,
                                         exc=exc)])  # fmt: skip
         entry = table.get(page.doc_id) or {"pages": {}}
         if entry.get("delivered"):
             log.debug("deliver: duplicate page %d of delivered doc %s", page.page_no, page.doc_id)
-            return Outcome([])
+            return Delivery([])
         pages: dict[str, Any] = dict(entry["pages"])
         pages[str(page.page_no)] = page.model_dump(mode="json")
         if len(pages) < page.page_count:
             table[page.doc_id] = {"pages": pages}
-            return Outcome([])
+            return Delivery([])
         states = [PageState.model_validate(p) for p in pages.values()]
         result = self.result(states)
         log.info("deliver: doc %s complete, %d pages", page.doc_id, page.page_count)
-        emit = emit_record(self.topology.name(RESULTS), page.doc_id, result, origin, STAGE)
+        emit = next_record(self.topology.name(RESULTS), page.doc_id, result, origin, STAGE)
         callback = next((str(p.callback) for p in states if p.callback), None)
         if callback is None:
-            return Outcome([emit], completed=page.doc_id)
-        event_id = dict(emit.headers)[headers.EVENT_ID].decode()
-        assert emit.value is not None  # noqa: S101 - emit_record always encodes
+            return Delivery([emit], completed=page.doc_id)
+        event_id = emit.header(headers.EVENT_ID)
+        assert emit.value is not None and event_id is not None  # noqa: S101 - next_record sets both
         call = WebhookCall(callback, emit.value, f"{page.doc_id}:{event_id}", emit)
-        return Outcome([emit], call, completed=page.doc_id)
+        return Delivery([emit], call, completed=page.doc_id)
 
     def mark_delivered(
         self, partition: int, doc_id: str, table: MutableMapping[str, Entry]

@@ -17,9 +17,8 @@ from datetime import UTC, datetime
 from schemas import DocumentResult, DocumentSubmitted, PageState, RecordError, decode
 from schemas.pages import BlobRef
 from streams import media
-from streams.agents.records import Emit, dead_letter, emit_record
 from streams.blobs import BlobError, BlobStore
-from streams.dead_letters import Origin, error_message
+from streams.envelope import Origin, Outgoing, dead_letter, error_message, next_record
 from streams.routing import RoutingError, next_step
 from streams.submit import stable_doc_id
 from streams.topics import DLQ, RESULTS, Topology
@@ -41,7 +40,7 @@ class Ingest:
         self.group = group
         self.max_pixels = max_pixels
 
-    def handle(self, origin: Origin) -> list[Emit]:
+    def handle(self, origin: Origin) -> list[Outgoing]:
         submitted: DocumentSubmitted | None = None
         try:
             submitted = decode(DocumentSubmitted, origin.value)
@@ -81,7 +80,7 @@ class Ingest:
                 raise RecordError("payload.sha256 does not match the inline payload")
         return data
 
-    def _split(self, origin: Origin, sub: DocumentSubmitted, data: bytes) -> list[Emit]:
+    def _split(self, origin: Origin, sub: DocumentSubmitted, data: bytes) -> list[Outgoing]:
         doc_id = sub.doc_id or stable_doc_id(data, sub.operation, sub.options)
         pages = media.split_pages(
             data,
@@ -89,7 +88,7 @@ class Ingest:
             max_pages=sub.options.max_pages,
             max_pixels=self.max_pixels,
         )
-        out: list[Emit] = []
+        out: list[Outgoing] = []
         for page in pages:
             stored = self.blobs.put(page.png)
             state = PageState(
@@ -112,7 +111,7 @@ class Ingest:
             )
             route = next_step(state)
             out.append(
-                emit_record(
+                next_record(
                     self.topology.name(route.topic), doc_id, state, origin, f"page{page.page_no}"
                 )
             )
@@ -127,7 +126,7 @@ class Ingest:
 
     def _failed_result(
         self, origin: Origin, sub: DocumentSubmitted | None, exc: BaseException
-    ) -> Emit | None:
+    ) -> Outgoing | None:
         if sub is None or sub.doc_id is None:
             return None  # no id the client knows: the DLQ record is all there is
         now = datetime.now(UTC)
@@ -141,4 +140,4 @@ class Ingest:
             submitted_at=sub.submitted_at,
             completed_at=now,
         )
-        return emit_record(self.topology.name(RESULTS), sub.doc_id, result, origin, "failed")
+        return next_record(self.topology.name(RESULTS), sub.doc_id, result, origin, "failed")

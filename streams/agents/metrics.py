@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from streams.agents.records import Emit
+from streams.envelope import Outgoing
 
 # From a route hop (milliseconds) to rasterizing a 200-page PDF (minutes).
 _LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
@@ -43,7 +43,7 @@ class AgentMetrics:
             registry=registry,
         )
 
-    def record(self, agent: str, emits: list[Emit], seconds: float) -> None:
+    def record(self, agent: str, emits: list[Outgoing], seconds: float) -> None:
         self.records_in.labels(agent).inc()
         failed = sum(1 for e in emits if e.topic == self.dlq_topic)
         self.records_failed.labels(agent).inc(failed)

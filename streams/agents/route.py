@@ -5,8 +5,7 @@ from __future__ import annotations
 import logging
 
 from schemas import PageState, RecordError, decode
-from streams.agents.records import Emit, dead_letter, emit_record
-from streams.dead_letters import Origin
+from streams.envelope import Origin, Outgoing, dead_letter, next_record
 from streams.routing import RoutingError, next_step
 from streams.topics import DLQ, Topology
 
@@ -15,13 +14,13 @@ log = logging.getLogger(__name__)
 STAGE = "route"
 
 
-class Route:
+class Router:
     def __init__(self, topology: Topology, *, group: str, min_confidence: float) -> None:
         self.topology = topology
         self.group = group
         self.min_confidence = min_confidence
 
-    def handle(self, origin: Origin) -> list[Emit]:
+    def handle(self, origin: Origin) -> list[Outgoing]:
         try:
             page = decode(PageState, origin.value)
             route = next_step(page, min_confidence=self.min_confidence)
@@ -31,4 +30,4 @@ class Route:
             dlq = self.topology.name(DLQ)
             return [dead_letter(origin, dlq_topic=dlq, stage=STAGE, group=self.group, exc=exc)]
         topic = self.topology.name(route.topic)
-        return [emit_record(topic, page.doc_id, page, origin, STAGE)]
+        return [next_record(topic, page.doc_id, page, origin, STAGE)]

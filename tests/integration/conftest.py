@@ -20,17 +20,18 @@ from PIL import Image
 
 from gpu_node.extraction.base import Extractor
 from gpu_node.extraction.engines import Engines
-from gpu_node.node import GpuNode
+from gpu_node.loop import GpuNode
+from gpu_node.main import build_node
 from gpu_node.registry import ModelRegistry
-from gpu_node.settings import (
-    ExtractionSettings,
-    ModelSettings,
-)
 from schemas import Operation, Options, PageState
 from schemas.pages import BlobRef
 from streams import kafka, topics_apply
 from streams.blobs import BlobStore
-from streams.settings import Settings
+from streams.settings import (
+    ExtractionSettings,
+    ModelSettings,
+    Settings,
+)
 from streams.topics import Topology
 from tests.support.pages import node_settings, png_bytes
 
@@ -42,14 +43,14 @@ def model_registry() -> ModelRegistry:
 
 @pytest.fixture
 def topology(settings: Settings) -> Topology:
-    topo = Topology(settings.topics.prefix)
+    topo = settings.topology
     topics_apply.apply(kafka.admin(settings.kafka), topo)
     return topo
 
 
 @pytest.fixture
 def blobs(settings: Settings) -> BlobStore:
-    return BlobStore(settings.blobs.root)
+    return BlobStore.from_settings(settings.blobs)
 
 
 NodeFactory = Callable[..., AbstractContextManager[GpuNode]]
@@ -69,7 +70,7 @@ def node_factory(
         if extraction is not None:
             gs.extraction = extraction
         engines = Engines(gs.extraction, model_registry, vlm)
-        node = GpuNode(gs, model_registry, engines)
+        node = build_node(gs, model_registry, engines)
         stop = threading.Event()
         failure: list[BaseException] = []
 

@@ -10,27 +10,27 @@ from typing import Any
 from confluent_kafka import Message
 from PIL import Image
 
-from gpu_node.settings import GpuNodeSettings, ModelSettings, NodeSettings
 from schemas import PageState, Stage, encode
 from streams import kafka
-from streams.settings import Settings
+from streams.settings import ModelSettings, NodeSettings, Settings
 from streams.topics import FACTS_BY_STAGE, WORK_BY_STAGE, Topology
 
 
-def node_settings(settings: Settings, **node: Any) -> GpuNodeSettings:
-    return GpuNodeSettings(
-        kafka=settings.kafka,
-        topics=settings.topics,
-        blobs=settings.blobs,
-        models=ModelSettings(device="cpu"),
-        node=NodeSettings(
-            transactional_id=f"test-gpu-{uuid.uuid4().hex[:8]}",
-            http_host="127.0.0.1",
-            http_port=0,
-            max_wait_ms=50,
-            shutdown_grace_s=5,
-            **node,
-        ),
+def node_settings(settings: Settings, **node: Any) -> Settings:
+    """The test's settings with a CPU model set and a node of its own (transactional id,
+    a free HTTP port, short waits); `node` overrides NodeSettings fields."""
+    return settings.model_copy(
+        update={
+            "models": ModelSettings(device="cpu"),
+            "node": NodeSettings(
+                transactional_id=f"test-gpu-{uuid.uuid4().hex[:8]}",
+                http_host="127.0.0.1",
+                http_port=0,
+                max_wait_ms=50,
+                shutdown_grace_s=5,
+                **node,
+            ),
+        }
     )
 
 

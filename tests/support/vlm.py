@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpu_node.settings import VllmSettings
+from streams.settings import VllmSettings
 
 # The tiny checkpoint's image processor budget: a few hundred visual tokens at most.
 TINY_MIN_PIXELS = 4 * 28 * 28

@@ -146,7 +146,6 @@ def test_a_model_exception_is_isolated_to_its_record(
 def test_a_result_too_large_for_kafka_is_dead_lettered_not_a_crash_loop(
     settings, topology: Topology, node_factory, make_page
 ):
-    from gpu_node.node import VALUE_DROPPED_HEADER
 
     work, facts = stage_topics(topology)[Stage.classify]
     dlq = topology.name(DLQ)
@@ -166,5 +165,5 @@ def test_a_result_too_large_for_kafka_is_dead_lettered_not_a_crash_loop(
     assert b"max_output_bytes" in h[headers.ERROR_EXCEPTION_MESSAGE]
     # The original does not fit beside the error headers either: coordinates are kept.
     assert dead.value() is None
-    assert int(h[VALUE_DROPPED_HEADER]) == len(encode(big))
+    assert int(h[headers.VALUE_DROPPED]) == len(encode(big))
     assert h[headers.ERROR_OFFSET] == b"0"

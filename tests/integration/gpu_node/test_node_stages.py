@@ -7,7 +7,7 @@ import uuid
 import httpx
 import pytest
 
-from gpu_node.node import GpuNode
+from gpu_node.loop import GpuNode
 from schemas import (
     DocumentType,
     Operation,
@@ -33,7 +33,7 @@ def _pages_by_doc(messages: list) -> dict[str, PageState]:  # type: ignore[type-
 
 
 def _assert_no_lag(settings: Settings, node: GpuNode) -> None:
-    group = lag_mod.group_lag(kafka.admin(settings.kafka), node.settings.node.group_id)
+    group = lag_mod.group_lag(kafka.admin(settings.kafka), node.settings.group_id)
     used = [p for p in group.partitions if p.log_end > 0]
     assert used, "the node consumed nothing"
     assert all(p.committed == p.log_end for p in used), group.as_dict()
@@ -137,6 +137,6 @@ def test_results_carry_deterministic_event_ids_and_the_trace(
     assert got[headers.TRACEPARENT].decode().split("-")[1] == trace_id
     event_id = got[headers.EVENT_ID].decode()
     # Derived from the input's event id and the stage: a redo would carry the same id.
-    from gpu_node.tasks import _EVENT_NS
+    from streams.envelope import EVENT_ID_NAMESPACE
 
-    assert event_id == str(uuid.uuid5(_EVENT_NS, "evt-1:classify"))
+    assert event_id == str(uuid.uuid5(EVENT_ID_NAMESPACE, "evt-1:classify"))

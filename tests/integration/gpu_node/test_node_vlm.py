@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from gpu_node.extraction.engines import build_vlm
-from gpu_node.settings import ExtractionSettings, OpenAISettings
 from schemas import Backend, DocumentType, Options, PageState, Stage, decode, fields_model_for
+from streams.settings import ExtractionSettings, OpenAISettings
 from streams.topics import DLQ, Topology
 from synth.dataset import generate
 from tests.support.pages import produce_pages, read_committed, stage_topics

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from schemas import headers
 from streams import dlq, kafka, topics_apply
 from streams.cli import app
-from streams.dead_letters import Origin, dead_letter_headers
+from streams.envelope import Origin, dead_letter
 from streams.settings import Settings
 from streams.topics import DLQ, GPU_CLASSIFY, RAW, Topology
 from tests.support.pages import read_committed
@@ -23,7 +23,8 @@ def _dead(topic: str, key: bytes, value: bytes | None, stage: str, exc: Exceptio
     if replays:
         original.append((headers.REPLAY_COUNT, str(replays).encode()))
     origin = Origin(topic, 0, 7, 1_700_000_000_000, key, value, tuple(original))
-    return key, value, dead_letter_headers(origin, stage=stage, group="g", exc=exc)
+    letter = dead_letter(origin, dlq_topic="unused", stage=stage, group="g", exc=exc)
+    return key, value, letter.headers
 
 
 @pytest.fixture

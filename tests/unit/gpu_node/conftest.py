@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from gpu_node.device import select_device
-from gpu_node.settings import ModelSettings
+from streams.settings import ModelSettings
 
 
 @pytest.fixture(scope="session")

@@ -5,8 +5,8 @@ import pytest
 
 from gpu_node.classifier import Classifier
 from gpu_node.device import select_device
-from gpu_node.settings import ModelSettings
 from schemas import DocumentType
+from streams.settings import ModelSettings
 from synth.dataset import generate
 
 HELD_OUT_SEED = 2024  # the shipped checkpoint was trained on seed 1

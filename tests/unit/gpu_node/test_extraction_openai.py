@@ -25,9 +25,9 @@ from PIL import Image
 
 from gpu_node.extraction.base import EngineUnavailable, ExtractionInput
 from gpu_node.extraction.openai_engine import OpenAIExtractor, encode_image
-from gpu_node.settings import OpenAISettings
 from schemas.common import DocumentType
 from schemas.extraction import ExtractionResult, GenericFields, fields_model_for
+from streams.settings import OpenAISettings
 from synth.dataset import generate
 
 MAX_PIXELS = 64 * 28 * 28

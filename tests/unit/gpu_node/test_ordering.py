@@ -5,11 +5,12 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpu_node.ordering import OffsetOrder, Output
+from gpu_node.ordering import OffsetOrder
+from streams.envelope import Outgoing
 
 
-def out(tag: str) -> list[Output]:
-    return [Output("facts", tag.encode(), tag.encode())]
+def out(tag: str) -> list[Outgoing]:
+    return [Outgoing("facts", tag.encode(), tag.encode())]
 
 
 def test_only_the_resolved_prefix_of_each_partition_is_released():

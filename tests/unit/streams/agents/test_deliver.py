@@ -20,8 +20,7 @@ from schemas import (
 )
 from schemas.pages import BlobRef
 from streams.agents.deliver import Deliver
-from streams.agents.records import Emit
-from streams.dead_letters import Origin
+from streams.envelope import Origin, Outgoing
 from streams.topics import DLQ, PAGES_DONE, RESULTS, Topology
 
 TOPO = Topology("t.")
@@ -65,7 +64,7 @@ def _deliver(clock: Clock) -> Deliver:
     return Deliver(TOPO, group="g", min_confidence=0.6, delivered_ttl_s=TTL_S, clock=clock)
 
 
-def _run(deliver: Deliver, origin: Origin, table: dict[str, Any]) -> list[Emit]:
+def _run(deliver: Deliver, origin: Origin, table: dict[str, Any]) -> list[Outgoing]:
     """What the deliver agent does with one record, once its sends are acknowledged."""
     outcome = deliver.handle(origin, table)
     if outcome.completed is not None:

@@ -1,0 +1,129 @@
+"""The GPU node's commands, registered on `pagestream` through the `pagestream.commands`
+entry point (streams/ sits below gpu_node/ and never imports it): `gpu-node`, and the
+model commands `synth`, `train-classifier`, `eval`, `build-tiny-vlm`. Model stacks
+are imported inside the commands, so `pagestream --help` never loads torch."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from streams.cli.common import out, settings
+
+
+def register(app: typer.Typer) -> None:
+    app.command("gpu-node")(gpu_node_cmd)
+    app.command()(synth)
+    app.command("train-classifier")(train_classifier)
+    app.command("eval")(eval_models)
+    app.command("build-tiny-vlm")(build_tiny_vlm_cmd)
+
+
+# ---- the node --------------------------------------------------------------
+
+
+def gpu_node_cmd() -> None:
+    """Run the GPU node: micro-batches from the gpu.* topics, results out, exactly once."""
+    from gpu_node.main import run_node
+
+    # The node's own progress lines (loaded models, assignments) are worth seeing.
+    logging.getLogger("gpu_node").setLevel(logging.INFO)
+    raise typer.Exit(run_node())
+
+
+# ---- models ----------------------------------------------------------------
+
+
+def synth(
+    out_dir: Annotated[Path, typer.Option("--out")],
+    n: Annotated[int, typer.Option("--n", min=1)] = 80,
+    seed: Annotated[int, typer.Option()] = 0,
+    width: Annotated[int, typer.Option(min=160)] = 960,
+    pdfs: Annotated[int, typer.Option(min=0)] = 3,
+    upright: Annotated[bool, typer.Option(help="No 90/180/270 rotations.")] = False,
+) -> None:
+    """Write synthetic ID documents, invoices and letters with ground truth."""
+    from synth.dataset import write_dataset
+
+    summary = write_dataset(
+        out_dir,
+        n=n,
+        seed=seed,
+        width=width,
+        n_pdfs=pdfs,
+        rotations=(0,) if upright else (0, 90, 180, 270),
+    )
+    out.print(
+        f"{summary.n_images} images, {summary.n_pdfs} PDFs ({summary.n_pdf_pages} pages) "
+        f"in {out_dir}; ground truth in {summary.manifest}"
+    )
+
+
+def train_classifier(
+    data: Annotated[Path, typer.Option(help="Folder per class: DATA/<document_type>/*.jpg")],
+    out_path: Annotated[Path, typer.Option("--out")],
+    arch: Annotated[str, typer.Option()] = "efficientnet_b0",
+    epochs: Annotated[int, typer.Option(min=1)] = 8,
+    input_size: Annotated[int, typer.Option(min=32)] = 160,
+    batch_size: Annotated[int, typer.Option(min=1)] = 32,
+    seed: Annotated[int, typer.Option()] = 0,
+    threads: Annotated[int | None, typer.Option(help="Default: one per core.")] = None,
+) -> None:
+    """Train the document-type classifier (needs the `models` extra)."""
+    from gpu_node.training import train
+
+    logging.getLogger("gpu_node").setLevel(logging.INFO)
+    report = train(
+        data,
+        out_path,
+        arch=arch,
+        epochs=epochs,
+        input_size=input_size,
+        batch_size=batch_size,
+        seed=seed,
+        threads=threads,
+    )
+    out.print(
+        f"validation accuracy {report.accuracy:.4f} on {report.n_val} images "
+        f"({report.n_train} trained, {report.epochs} epochs, {report.seconds:.0f}s)"
+    )
+    out.print(report.format_confusion(), markup=False, highlight=False)
+    out.print(f"checkpoint: {out_path}")
+
+
+def eval_models(
+    n: Annotated[int, typer.Option("--n", min=8)] = 80,
+    seed: Annotated[int, typer.Option(help="Use a seed training never saw.")] = 1001,
+    width: Annotated[int, typer.Option(min=160)] = 960,
+    speed_pages: Annotated[int, typer.Option(help="Pages timed per model; 0 skips.")] = 16,
+) -> None:
+    """Accuracy and pages/s of the model set on fresh held-out synthetic pages."""
+    from gpu_node.evaluate import evaluate
+    from gpu_node.registry import ModelRegistry
+
+    logging.getLogger("gpu_node").setLevel(logging.INFO)
+    registry = ModelRegistry(settings().models)
+    r = evaluate(registry, n=n, seed=seed, width=width, speed_pages=speed_pages)
+    table = Table(
+        "measure",
+        "value",
+        title=f"{r.n_pages} pages, seed {r.seed}, width {r.width}px, all four rotations",
+    )
+    table.add_row("orientation accuracy", f"{r.orientation_accuracy:.3f}")
+    table.add_row("classifier accuracy (after orientation)", f"{r.classifier_accuracy:.3f}")
+    for name, (hits, total) in r.field_matches.items():
+        table.add_row(f"rules exact match: {name}", f"{hits / max(total, 1):.3f} ({hits}/{total})")
+    for name, (b1, b16) in r.throughput.items():
+        table.add_row(f"{name} pages/s batch 1 / 16", f"{b1:.2f} / {b16:.2f}")
+    out.print(table)
+
+
+def build_tiny_vlm_cmd(out_dir: Annotated[Path, typer.Option("--out")]) -> None:
+    """Build a tiny random-weight Qwen2.5-VL checkpoint (no hub) to exercise the vLLM path."""
+    from gpu_node.extraction.tiny_vlm import build_tiny_vlm
+
+    out.print(f"tiny VLM checkpoint: {build_tiny_vlm(out_dir)}")

@@ -1,0 +1,239 @@
+"""The extraction scheduler: gpu.extract tasks to the engines, off the Kafka loop.
+
+Extraction (a VLM, or rules over OCR) is slow and asynchronous, so it never runs on
+the polling thread. Tasks wait in a backlog; up to `max_inflight_extractions` are
+handed to their engine in chunks of at most `max_batch` on the background event
+loop; finished chunks are collected on the next loop iteration without waiting.
+
+What goes wrong, and what happens then:
+- the engine is unavailable (server down, circuit open): the tasks are kept, in
+  order, and retried after `engine_retry_s`; other engines' work goes ahead;
+- a chunk raises: its tasks are retried one by one, so one bad page cannot fail
+  the others; a single task that raises is the record's fault and is dead-lettered;
+- a task whose image could not be fetched or decoded is dead-lettered alone.
+
+Backpressure: above the in-flight bound the gpu.extract partitions are paused (the
+loop keeps polling the other topics, so it never exceeds max.poll.interval.ms) and
+resumed once the load is down to half the bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+
+from confluent_kafka import Consumer, TopicPartition
+
+from gpu_node.background import BackgroundLoop
+from gpu_node.extraction.base import EngineUnavailable, ExtractionInput, Extractor
+from gpu_node.extraction.engines import Engines
+from gpu_node.images import RGBArray
+from gpu_node.metrics import NodeMetrics
+from gpu_node.ordering import TopicPartitionKey
+from gpu_node.tasks import Task, document_type
+from schemas import ExtractionResult, Stage
+from streams.settings import NodeSettings
+
+log = logging.getLogger(__name__)
+
+ChunkResult = list[ExtractionResult | BaseException]
+
+
+class ExtractionScheduler:
+    def __init__(
+        self,
+        engines: Engines,
+        background: BackgroundLoop,
+        settings: NodeSettings,
+        metrics: NodeMetrics,
+        *,
+        on_result: Callable[[Task, ExtractionResult], None],
+        on_failure: Callable[[Task, BaseException], None],
+    ) -> None:
+        self._engines = engines
+        self._bg = background
+        self._settings = settings
+        self._metrics = metrics
+        self._on_result = on_result
+        self._on_failure = on_failure
+        self.backlog: deque[Task] = deque()  # waiting for an engine slot
+        self.inflight: dict[Future[ChunkResult], list[Task]] = {}
+        self.inflight_count = 0
+        self.paused: set[TopicPartitionKey] = set()  # gpu.extract partitions paused
+
+    def add(self, task: Task) -> None:
+        self.backlog.append(task)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.inflight)
+
+    def ready(self) -> bool:
+        """Whether a backlog task could go to an engine now (the loop then polls without
+        waiting)."""
+        if self.inflight_count >= self._settings.max_inflight_extractions:
+            return False
+        now = time.monotonic()
+        return any(not t.dropped and t.not_before <= now for t in self.backlog)
+
+    # ---- submit ----------------------------------------------------------
+
+    def submit(self) -> None:
+        limit = self._settings.max_inflight_extractions
+        self.backlog = deque(t for t in self.backlog if not t.dropped)
+        while self.inflight_count < limit and (head := self._pop_eligible()) is not None:
+            try:
+                engine = self._engines.for_backend(head.page.options.backend)
+            except ValueError as exc:
+                self._on_failure(head, exc)
+                continue
+            chunk = self._take_chunk(head, engine, limit - self.inflight_count)
+            future = self._bg.submit(self._extract(engine, chunk))
+            self.inflight[future] = chunk
+            self.inflight_count += len(chunk)
+        self._metrics.inflight.set(self.inflight_count)
+        self._metrics.extract_backlog.set(len(self.backlog))
+
+    def _pop_eligible(self) -> Task | None:
+        """The first backlog task that may go now (tasks waiting out an engine retry
+        are skipped, so other engines' work does not queue behind them)."""
+        now = time.monotonic()
+        for i, task in enumerate(self.backlog):
+            if not task.dropped and task.not_before <= now:
+                del self.backlog[i]
+                return task
+        return None
+
+    def _take_chunk(self, head: Task, engine: Extractor, room: int) -> list[Task]:
+        """`head` plus up to max_batch-1 more eligible backlog tasks for `engine`."""
+        chunk = [head]
+        if head.extra.get("alone"):
+            return chunk
+        size = min(room, self._settings.max_batch)
+        now = time.monotonic()
+        kept: deque[Task] = deque()
+        while self.backlog and len(chunk) < size:
+            task = self.backlog.popleft()
+            if task.extra.get("alone") or task.not_before > now:
+                kept.append(task)
+                continue
+            try:
+                same = self._engines.for_backend(task.page.options.backend) is engine
+            except ValueError:
+                same = False
+            (chunk if same else kept).append(task)
+        self.backlog.extendleft(reversed(kept))
+        return chunk
+
+    async def _extract(self, engine: Extractor, tasks: list[Task]) -> ChunkResult:
+        """Per task a result or the reason its image could not be used; engine errors raise."""
+        fetched: list[RGBArray | BaseException] = []
+        for task in tasks:
+            assert task.image is not None  # noqa: S101 - set when the task was admitted
+            try:
+                image: RGBArray = await asyncio.wrap_future(task.image)
+                fetched.append(image)
+            except Exception as exc:
+                fetched.append(exc)
+        inputs = [
+            ExtractionInput(image=im, document_type=document_type(t.page), ocr=t.page.ocr)
+            for t, im in zip(tasks, fetched, strict=True)
+            if not isinstance(im, BaseException)
+        ]
+        started = time.perf_counter()
+        results = iter(await engine.extract(inputs) if inputs else [])
+        self._metrics.batch_size.labels(Stage.extract.value).observe(len(inputs))
+        self._metrics.stage_latency.labels(Stage.extract.value).observe(
+            time.perf_counter() - started
+        )
+        return [im if isinstance(im, BaseException) else next(results) for im in fetched]
+
+    # ---- collect ---------------------------------------------------------
+
+    def collect(self, wait_s: float = 0.0) -> None:
+        """Hand finished chunks to on_result/on_failure; waits only when wait_s > 0
+        (shutdown: the loop itself never waits on an engine)."""
+        if wait_s > 0 and self.inflight:
+            done, _ = wait(list(self.inflight), timeout=wait_s, return_when=FIRST_COMPLETED)
+        else:
+            done = {f for f in self.inflight if f.done()}
+        for future in done:
+            tasks = self.inflight.pop(future)
+            self.inflight_count -= len(tasks)
+            self._finish(tasks, future)
+        self._metrics.inflight.set(self.inflight_count)
+
+    def _finish(self, tasks: list[Task], future: Future[ChunkResult]) -> None:
+        live = [t for t in tasks if not t.dropped]
+        try:
+            outcomes = future.result()
+        except EngineUnavailable as exc:
+            # Not the records' fault: keep them, in order, and try again later.
+            self._metrics.engine_retries.inc()
+            log.warning("extraction engine unavailable (%s); %d tasks kept", exc, len(live))
+            retry_at = time.monotonic() + self._settings.engine_retry_s
+            for task in live:
+                task.not_before = retry_at
+            self.backlog.extendleft(reversed(live))
+            return
+        except Exception as exc:
+            if len(live) > 1:
+                log.warning("extract batch of %d failed; retrying one by one", len(live))
+                for task in live:
+                    task.extra["alone"] = True
+                    task.attempts += 1
+                self.backlog.extendleft(reversed(live))
+            else:
+                for task in live:
+                    self._on_failure(task, exc)
+            return
+        if len(outcomes) != len(tasks):
+            wrong = RuntimeError(f"engine returned {len(outcomes)} results for {len(tasks)}")
+            for task in live:
+                self._on_failure(task, wrong)
+            return
+        for task, outcome in zip(tasks, outcomes, strict=True):
+            if task.dropped:
+                continue
+            if isinstance(outcome, BaseException):
+                self._on_failure(task, outcome)
+            else:
+                self._on_result(task, outcome)
+
+    # ---- backpressure ----------------------------------------------------
+
+    def apply_backpressure(
+        self, consumer: Consumer, extract_partitions: set[TopicPartitionKey]
+    ) -> None:
+        """Pause `extract_partitions` (the assigned gpu.extract ones) above the bound,
+        resume them at half of it."""
+        bound = self._settings.max_inflight_extractions
+        load = len(self.backlog) + self.inflight_count
+        if not self.paused and load >= bound:
+            if extract_partitions:
+                consumer.pause([TopicPartition(t, p) for t, p in extract_partitions])
+                self.paused = set(extract_partitions)
+                self._metrics.pauses.inc()
+                log.info(
+                    "backpressure: %d extractions queued; paused %s",
+                    load,
+                    sorted(extract_partitions),
+                )
+        elif self.paused and load <= bound // 2:
+            consumer.resume([TopicPartition(t, p) for t, p in self.paused])
+            log.info("backpressure released: %d extractions queued; resumed", load)
+            self.paused = set()
+        self._metrics.paused_partitions.set(len(self.paused))
+
+    def on_assigned(self, consumer: Consumer, new: set[TopicPartitionKey]) -> None:
+        """Newly assigned gpu.extract partitions start paused while backpressure holds."""
+        if self.paused and new:
+            consumer.pause([TopicPartition(t, p) for t, p in new])
+            self.paused |= new
+
+    def forget(self, gone: set[TopicPartitionKey]) -> None:
+        self.paused -= gone

@@ -1,0 +1,51 @@
+"""`pagestream`: the command line, one module per command group.
+
+    pagestream broker start|stop|status   the embedded single-node KRaft broker (broker.py)
+    pagestream topics apply|list          topics declared in streams/topics.py (topics.py)
+    pagestream schemas export DIR         JSON Schemas of the records (schemas.py)
+    pagestream submit FILE...             publish documents to docs.raw (submit.py)
+    pagestream lag                        consumer lag per group and partition (lag.py)
+    pagestream dlq list|show|replay       dead letters (dlq.py)
+    pagestream agents                     one CPU agent worker (agents.py)
+    pagestream up                         the whole pipeline locally with samples (up.py)
+    pagestream gpu-node                   the GPU node              (gpu_node/cli.py)
+    pagestream synth | train-classifier | eval | build-tiny-vlm
+                                          models and synthetic data (gpu_node/cli.py)
+
+Packages above streams/ add their commands through the `pagestream.commands` entry
+point (a function that registers them on the app), so streams never imports them.
+"""
+
+from __future__ import annotations
+
+import logging
+from importlib.metadata import entry_points
+from typing import Annotated
+
+import typer
+
+from streams.cli import agents, broker, dlq, lag, schemas, submit, topics, up
+
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="pagestream: a Kafka consumer-group pipeline for document AI.",
+)
+
+
+@app.callback()
+def _main(verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+
+
+for _module in (broker, topics, schemas, submit, lag, dlq, agents, up):
+    _module.register(app)
+for _entry in entry_points(group="pagestream.commands"):
+    _entry.load()(app)
+
+
+def main() -> None:
+    app(prog_name="pagestream")

@@ -1,0 +1,229 @@
+"""The record envelope: what every pagestream process reads from and writes to Kafka.
+
+One module for the agents, the GPU node, submit and the DLQ tools:
+- `Origin`: a consumed record (topic, partition, offset, timestamp, key, value,
+  headers), built from a confluent-kafka `Message` or a faust event;
+- `Outgoing`: a record to produce (topic, key, value, headers);
+- the standard headers every record carries (event id, schema, W3C traceparent);
+- deterministic event ids: an output's id derives from its input's id and the
+  step, so a record processed twice (at-least-once agents, a GPU transaction redone
+  after a crash) yields byte-identical ids that downstream dedupe recognises;
+- trace propagation, one rule: each hop keeps the incoming trace id and opens a
+  child span id;
+- the one dead-letter builder, whose headers are the ones schemas/headers.py names.
+"""
+
+from __future__ import annotations
+
+import secrets
+import traceback
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Self
+
+from schemas import Record, encode, headers
+from schemas.errors import RecordError
+
+Header = tuple[str, bytes]
+
+# Namespace of derived event ids (uuid5 of "<input event id>:<step>").
+EVENT_ID_NAMESPACE = uuid.UUID("0b6f5a4e-2f63-4c7e-9d0e-5d3c8a1f4b21")
+# Stack traces can be long; a dead letter must stay far below the broker's limit.
+_MAX_STACKTRACE_CHARS = 8_000
+_MAX_MESSAGE_CHARS = 1_000
+
+
+def header_value(pairs: Iterable[Header], name: str) -> str | None:
+    """The first header called `name`, decoded (invalid UTF-8 replaced), or None."""
+    for key, value in pairs:
+        if key == name:
+            return value.decode("utf-8", "replace")
+    return None
+
+
+def header_pairs(raw: Any) -> tuple[Header, ...]:
+    """Headers as a client hands them over (list of pairs or dict, str/bytes/None
+    values) as (str, bytes) pairs."""
+    items = raw.items() if isinstance(raw, dict) else (raw or [])
+    return tuple((k, v.encode() if isinstance(v, str) else v or b"") for k, v in items)
+
+
+@dataclass(frozen=True)
+class Origin:
+    """A consumed record: where it was read from, and its bytes."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int | None
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = ()
+
+    def header(self, name: str) -> str | None:
+        return header_value(self.headers, name)
+
+    @classmethod
+    def from_message(cls, msg: Any) -> Self:
+        """From a confluent-kafka `Message` that carries no error."""
+        topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+        assert topic is not None and partition is not None and offset is not None  # noqa: S101
+        ts_type, ts = msg.timestamp()
+        return cls(
+            topic=topic,
+            partition=partition,
+            offset=offset,
+            timestamp_ms=ts if ts_type else None,
+            key=msg.key(),
+            value=msg.value(),
+            headers=header_pairs(msg.headers()),
+        )
+
+    @classmethod
+    def from_faust_event(cls, event: Any) -> Self:
+        """From a faust `EventT` (its `.message`: aiokafka's record, seconds timestamps)."""
+        msg = event.message
+        return cls(
+            topic=msg.topic,
+            partition=msg.partition,
+            offset=msg.offset,
+            timestamp_ms=int(msg.timestamp * 1000) if msg.timestamp else None,
+            key=msg.key,
+            value=msg.value,
+            headers=header_pairs(msg.headers),
+        )
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """A record to produce."""
+
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    headers: list[Header] = field(default_factory=list)
+
+    def header(self, name: str) -> str | None:
+        return header_value(self.headers, name)
+
+    @property
+    def size_bytes(self) -> int:
+        """What the record counts against message.max.bytes (value, key, headers)."""
+        size = len(self.value or b"") + len(self.key or b"")
+        return size + sum(len(k) + len(v) for k, v in self.headers)
+
+
+# ---- standard headers ----------------------------------------------------
+
+
+def new_traceparent() -> str:
+    """A fresh W3C trace context (version 00, sampled): the first hop of a trace."""
+    return f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
+
+
+def child_traceparent(parent: str | None) -> str:
+    """The same trace as `parent` with a new span id; a new trace if there is none."""
+    parts = parent.split("-") if parent else []
+    if len(parts) == 4 and len(parts[1]) == 32 and len(parts[3]) == 2:
+        return f"{parts[0]}-{parts[1]}-{secrets.token_hex(8)}-{parts[3]}"
+    return new_traceparent()
+
+
+def derived_event_id(origin: Origin, step: str) -> str:
+    """The event id of what `step` emits for `origin`: equal every time it is redone."""
+    source = origin.header(headers.EVENT_ID)
+    if source is None:
+        source = f"{origin.topic}/{origin.partition}/{origin.offset}"
+    return str(uuid.uuid5(EVENT_ID_NAMESPACE, f"{source}:{step}"))
+
+
+def standard_headers(record_type: type[Record], *, event_id: str, traceparent: str) -> list[Header]:
+    return [
+        (headers.EVENT_ID, event_id.encode()),
+        (headers.SCHEMA, headers.schema_header(record_type).encode()),
+        (headers.TRACEPARENT, traceparent.encode()),
+    ]
+
+
+def first_record(topic: str, key: str, record: Record) -> Outgoing:
+    """A record that starts a trace (a submission): fresh event id and trace."""
+    return Outgoing(
+        topic,
+        key.encode(),
+        encode(record),
+        standard_headers(type(record), event_id=str(uuid.uuid4()), traceparent=new_traceparent()),
+    )
+
+
+def next_record(topic: str, key: str, record: Record, origin: Origin, step: str) -> Outgoing:
+    """What one hop emits for `origin`: derived event id, child span of its trace."""
+    return Outgoing(
+        topic,
+        key.encode(),
+        encode(record),
+        standard_headers(
+            type(record),
+            event_id=derived_event_id(origin, step),
+            traceparent=child_traceparent(origin.header(headers.TRACEPARENT)),
+        ),
+    )
+
+
+# ---- dead letters ----------------------------------------------------------
+
+
+def error_message(exc: BaseException) -> str:
+    """One line naming the problem; never the record's content.
+
+    RecordError messages are already safe (schemas.codec makes sure); for other
+    exceptions the caller must not put document data into the message.
+    """
+    text = exc.reason if isinstance(exc, RecordError) else str(exc)
+    text = " ".join(text.split()) or type(exc).__name__
+    return text[:_MAX_MESSAGE_CHARS]
+
+
+def dead_letter(
+    origin: Origin,
+    *,
+    dlq_topic: str,
+    stage: str,
+    group: str,
+    exc: BaseException,
+    attempts: int = 1,
+    max_bytes: int | None = None,
+    now: datetime | None = None,
+) -> Outgoing:
+    """`origin`'s key and value untouched, plus headers saying where it came from and why
+    it failed (so `pagestream dlq replay` can put it back exactly as it was).
+
+    Above `max_bytes` the value is left out and `VALUE_DROPPED` gives its size: the
+    coordinates and the reason always travel, and the source offset still holds the
+    value while its topic retains it.
+    """
+    stack = "".join(traceback.format_exception(exc))[-_MAX_STACKTRACE_CHARS:]
+    failed_at = (now or datetime.now(UTC)).isoformat()
+    # The original headers travel on, minus error headers of an earlier failure.
+    kept = [(k, v) for k, v in origin.headers if not k.startswith(headers.ERROR_PREFIX)]
+    error = [
+        (headers.ERROR_TOPIC, origin.topic),
+        (headers.ERROR_PARTITION, str(origin.partition)),
+        (headers.ERROR_OFFSET, str(origin.offset)),
+        (headers.ERROR_TIMESTAMP, "" if origin.timestamp_ms is None else str(origin.timestamp_ms)),
+        (headers.ERROR_STAGE, stage),
+        (headers.ERROR_GROUP, group),
+        (headers.ERROR_EXCEPTION_CLASS, f"{type(exc).__module__}.{type(exc).__qualname__}"),
+        (headers.ERROR_EXCEPTION_MESSAGE, error_message(exc)),
+        (headers.ERROR_EXCEPTION_STACKTRACE, stack),
+        (headers.ERROR_ATTEMPTS, str(attempts)),
+        (headers.ERROR_FAILED_AT, failed_at),
+    ]
+    letter = Outgoing(
+        dlq_topic, origin.key, origin.value, kept + [(k, v.encode()) for k, v in error]
+    )
+    if max_bytes is not None and letter.size_bytes > max_bytes:
+        dropped = (headers.VALUE_DROPPED, str(len(origin.value or b"")).encode())
+        letter = Outgoing(letter.topic, letter.key, None, [*letter.headers, dropped])
+    return letter

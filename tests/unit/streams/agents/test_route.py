@@ -1,0 +1,75 @@
+"""route as a plain function: a page back from a GPU stage -> its next topic (next_step)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from schemas import ClassificationResult, DocumentType, Operation, Options, PageState, Stage, encode
+from schemas import headers as h
+from schemas.pages import BlobRef, OrientationResult
+from streams.agents.route import Router
+from streams.envelope import Origin, derived_event_id
+from streams.topics import (
+    CLASSIFIED,
+    DLQ,
+    GPU_CLASSIFY,
+    GPU_EXTRACT,
+    ORIENTED,
+    PAGES_DONE,
+    Topology,
+)
+
+TOPO = Topology("t.")
+
+
+def _page(operation: Operation, last: Stage, **fields: object) -> PageState:
+    return PageState(
+        doc_id="d1",
+        page_no=1,
+        page_count=1,
+        operation=operation,
+        options=Options(),
+        image=BlobRef(uri="file:///b/x.png", sha256="0" * 64, media_type="image/png", size_bytes=1),
+        last_stage=last,
+        submitted_at=datetime(2026, 1, 1, tzinfo=UTC),
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def _origin(topic: str, value: bytes) -> Origin:
+    return Origin(topic, 0, 5, None, b"d1", value,
+                  ((h.EVENT_ID, b"evt-1"),))  # fmt: skip
+
+
+ROUTER = Router(TOPO, group="g", min_confidence=0.6)
+ORIENTED_PAGE = _page(
+    Operation.process, Stage.orient, orientation=OrientationResult.for_rotation(0, 0.9)
+)
+
+
+def test_an_oriented_process_page_goes_to_classify() -> None:
+    origin = _origin(TOPO.name(ORIENTED), encode(ORIENTED_PAGE))
+    (out,) = ROUTER.handle(origin)
+    assert out.topic == TOPO.name(GPU_CLASSIFY) and out.key == b"d1"
+    assert out.value == origin.value  # route moves the page; it changes nothing in it
+    assert out.header(h.EVENT_ID) == derived_event_id(origin, "route")
+
+
+def test_a_confident_classification_goes_to_extract_and_a_doubtful_one_is_done() -> None:
+    def classified(confidence: float) -> bytes:
+        cls = ClassificationResult(document_type=DocumentType.rg_front, confidence=confidence)
+        return encode(ORIENTED_PAGE.model_copy(update={"last_stage": Stage.classify,
+                                                       "classification": cls}))  # fmt: skip
+
+    (sure,) = ROUTER.handle(_origin(TOPO.name(CLASSIFIED), classified(0.95)))
+    (unsure,) = ROUTER.handle(_origin(TOPO.name(CLASSIFIED), classified(0.2)))
+    assert sure.topic == TOPO.name(GPU_EXTRACT)
+    assert unsure.topic == TOPO.name(PAGES_DONE)
+
+
+def test_a_page_that_does_not_parse_is_dead_lettered_with_the_reason() -> None:
+    origin = _origin(TOPO.name(ORIENTED), b'{"doc_id": "d1", "page_no": 0}')
+    (dead,) = ROUTER.handle(origin)
+    assert dead.topic == TOPO.name(DLQ) and dead.value == origin.value
+    assert dead.header(h.ERROR_STAGE) == "route"
+    assert dead.header(h.ERROR_EXCEPTION_CLASS) == "schemas.errors.RecordError"

@@ -1,0 +1,121 @@
+"""The record envelope: dead-letter headers, event ids, trace propagation, sizes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from schemas import DocumentResult, Operation, RecordError, headers
+from streams.envelope import (
+    Origin,
+    child_traceparent,
+    dead_letter,
+    derived_event_id,
+    error_message,
+    first_record,
+    next_record,
+)
+
+
+def test_headers_name_origin_and_reason_and_keep_the_original_headers():
+    origin = Origin(
+        topic="gpu.classify",
+        partition=3,
+        offset=42,
+        timestamp_ms=1_700_000_000_000,
+        key=b"doc-1",
+        value=b"{}",
+        headers=(
+            (headers.EVENT_ID, b"e1"),
+            (headers.ERROR_STAGE, b"stale-from-an-earlier-failure"),
+        ),
+    )
+    try:
+        raise RecordError("page_no: Input should be greater than or equal to 1")
+    except RecordError as exc:
+        letter = dead_letter(
+            origin, dlq_topic="docs.dlq", stage="classify", group="pagestream-gpu", exc=exc,
+            attempts=2, now=datetime(2026, 1, 1, tzinfo=UTC),
+        )  # fmt: skip
+    assert (letter.topic, letter.key, letter.value) == ("docs.dlq", origin.key, origin.value)
+    got = letter.headers
+    h = dict(got)
+    assert set(headers.ERROR_HEADERS) <= set(h)
+    assert h[headers.EVENT_ID] == b"e1"
+    assert [k for k, _ in got].count(headers.ERROR_STAGE) == 1  # the stale one is replaced
+    assert h[headers.ERROR_STAGE] == b"classify"
+    assert h[headers.ERROR_TOPIC] == b"gpu.classify"
+    assert h[headers.ERROR_PARTITION] == b"3"
+    assert h[headers.ERROR_OFFSET] == b"42"
+    assert h[headers.ERROR_TIMESTAMP] == b"1700000000000"
+    assert h[headers.ERROR_ATTEMPTS] == b"2"
+    assert h[headers.ERROR_EXCEPTION_CLASS] == b"schemas.errors.RecordError"
+    assert b"page_no" in h[headers.ERROR_EXCEPTION_MESSAGE]
+    assert b"Traceback" in h[headers.ERROR_EXCEPTION_STACKTRACE]
+    assert h[headers.ERROR_FAILED_AT] == b"2026-01-01T00:00:00+00:00"
+
+
+def test_error_message_is_one_bounded_line():
+    msg = error_message(ValueError("line one\nline two " + "x" * 5000))
+    assert "\n" not in msg and len(msg) <= 1000
+    assert error_message(ValueError()) == "ValueError"
+
+
+def _origin(*pairs: tuple[str, bytes], value: bytes = b"{}") -> Origin:
+    return Origin("docs.raw", 1, 9, None, b"doc-1", value, pairs)
+
+
+def test_each_hop_keeps_the_trace_and_opens_a_child_span() -> None:
+    trace_id, span_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    child = child_traceparent(f"00-{trace_id}-{span_id}-01")
+    version, got_trace, got_span, flags = child.split("-")
+    assert (version, got_trace, flags) == ("00", trace_id, "01")
+    assert got_span != span_id and len(got_span) == 16
+    # No parent, or one that is not W3C: a new trace rather than a malformed header.
+    for parent in (None, "", "garbage", f"00-{trace_id}-{span_id}"):
+        assert len(child_traceparent(parent).split("-")[1]) == 32
+
+
+def test_event_ids_derive_from_the_input_and_the_step() -> None:
+    origin = _origin((headers.EVENT_ID, b"e1"))
+    assert derived_event_id(origin, "route") == derived_event_id(origin, "route")
+    assert derived_event_id(origin, "route") != derived_event_id(origin, "page1")
+    assert derived_event_id(origin, "route") != derived_event_id(
+        _origin((headers.EVENT_ID, b"e2")), "route"
+    )
+    # Without an input id the record's coordinates stand in for it.
+    assert derived_event_id(_origin(), "x") == derived_event_id(_origin(), "x")
+
+
+def test_next_record_carries_the_standard_headers() -> None:
+    page_origin = _origin((headers.EVENT_ID, b"e1"))
+    out = next_record("docs.results", "doc-1", _result(), page_origin, "deliver")
+    assert out.key == b"doc-1"
+    assert out.header(headers.SCHEMA) == "DocumentResult/1"
+    assert out.header(headers.EVENT_ID) == derived_event_id(page_origin, "deliver")
+    assert out.header(headers.TRACEPARENT) is not None
+    first = first_record("docs.raw", "doc-1", _result())
+    assert first.header(headers.EVENT_ID) != first_record("docs.raw", "doc-1", _result()).header(
+        headers.EVENT_ID
+    )
+
+
+def test_a_dead_letter_too_large_for_a_record_drops_its_value_and_says_so() -> None:
+    origin = _origin((headers.EVENT_ID, b"e1"), value=b"x" * 50_000)
+    kept = dead_letter(origin, dlq_topic="docs.dlq", stage="ingest", group="g", exc=ValueError("v"))
+    assert kept.value == origin.value and kept.header(headers.VALUE_DROPPED) is None
+    dropped = dead_letter(
+        origin, dlq_topic="docs.dlq", stage="ingest", group="g", exc=ValueError("v"),
+        max_bytes=20_000,
+    )  # fmt: skip
+    assert dropped.value is None and dropped.key == origin.key
+    assert dropped.header(headers.VALUE_DROPPED) == "50000"
+    assert dropped.header(headers.ERROR_EXCEPTION_MESSAGE) == "v"
+    assert dropped.size_bytes <= 20_000
+
+
+def _result() -> DocumentResult:
+    return DocumentResult(
+        doc_id="doc-1", operation=Operation.classify, status="failed", page_count=0,
+        submitted_at=datetime(2026, 1, 1, tzinfo=UTC),
+        completed_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )  # fmt: skip
