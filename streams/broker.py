@@ -218,34 +218,9 @@ def start(settings: BrokerSettings) -> BrokerInfo:
     running = status(settings)
     if running is not None:
         return running
-    libs = ensure_jars(settings)
     version = kafka_version(settings)
+    cp, props = configure(settings)
     data = settings.data_dir
-    log_dir = data / "kraft-logs"
-    data.mkdir(parents=True, exist_ok=True)
-    props = data / "server.properties"
-    props.write_text(_server_properties(settings, log_dir))
-    (data / "log4j2.properties").write_text(_BROKER_LOG4J)
-    cp = _classpath(libs)
-    if not (log_dir / "meta.properties").exists():
-        fmt = subprocess.run(  # noqa: S603
-            [
-                _java(),
-                "-cp",
-                cp,
-                "kafka.tools.StorageTool",
-                "format",
-                "-t",
-                _cluster_id(),
-                "-c",
-                str(props),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if fmt.returncode != 0:
-            raise BrokerError(f"formatting {log_dir} failed:\n{fmt.stdout}{fmt.stderr}")
     bootstrap = f"{settings.host}:{settings.port}"
     logfile = (data / "broker.log").open("ab")
     proc = subprocess.Popen(  # noqa: S603
@@ -301,9 +276,51 @@ def stop(settings: BrokerSettings, timeout: float = 30.0) -> bool:
     return True
 
 
-def _cluster_id() -> str:
-    # Kafka cluster ids are 16 random bytes, URL-safe base64 without padding.
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+def configure(settings: BrokerSettings, cluster_id: str | None = None) -> tuple[str, Path]:
+    """Jars, server.properties and log4j2 config in data_dir, and the log dir formatted
+    once (with `cluster_id`, else a new one); returns the classpath and the properties."""
+    cp = _classpath(ensure_jars(settings))
+    data = settings.data_dir
+    log_dir = data / "kraft-logs"
+    data.mkdir(parents=True, exist_ok=True)
+    props = data / "server.properties"
+    props.write_text(_server_properties(settings, log_dir))
+    (data / "log4j2.properties").write_text(_BROKER_LOG4J)
+    if not (log_dir / "meta.properties").exists():
+        _format_storage(cp, props, log_dir, cluster_id or new_cluster_id())
+    return cp, props
+
+
+def _format_storage(classpath: str, props: Path, log_dir: Path, cluster_id: str) -> None:
+    """Kafka's storage tool: write meta.properties for a new KRaft node."""
+    fmt = subprocess.run(  # noqa: S603
+        [
+            _java(),
+            "-cp",
+            classpath,
+            "kafka.tools.StorageTool",
+            "format",
+            # Joined with "=": an id that begins with '-' would otherwise be read as an
+            # option ("argument --cluster-id/-t: expected one argument").
+            f"--cluster-id={cluster_id}",
+            "-c",
+            str(props),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if fmt.returncode != 0:
+        raise BrokerError(f"formatting {log_dir} failed:\n{fmt.stdout}{fmt.stderr}")
+
+
+def new_cluster_id() -> str:
+    """16 random bytes, URL-safe base64 without padding; like Kafka's Uuid.randomUuid,
+    never one that begins with '-' (tools read such an id as an option)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _log_tail(data: Path, lines: int = 40) -> str:

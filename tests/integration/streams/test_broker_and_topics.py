@@ -39,6 +39,24 @@ def test_broker_start_is_a_no_op_when_running(
     assert broker.start(broker_settings).pid == before.pid
 
 
+@pytest.mark.parametrize("cluster_id", ["-AbCdEfGhIjKlMnOpQrStUw", "--9-8-7-6-5-4-3-2-1-0Q"])
+def test_a_new_data_folder_formats_whatever_the_cluster_id(
+    broker_settings: BrokerSettings, tmp_path, cluster_id: str
+) -> None:
+    # One random id in 64 begins with '-', which Kafka's storage tool took for an option.
+    fresh = broker_settings.model_copy(update={"data_dir": tmp_path / "fresh"})
+    broker.configure(fresh, cluster_id)
+    meta = (fresh.data_dir / "kraft-logs" / "meta.properties").read_text()
+    assert f"cluster.id={cluster_id}" in meta.splitlines()
+
+
+def test_new_cluster_ids_never_begin_with_a_dash() -> None:
+    ids = {broker.new_cluster_id() for _ in range(2000)}
+    assert len(ids) == 2000
+    assert not any(i.startswith("-") for i in ids)
+    assert all(len(i) == 22 for i in ids)
+
+
 def test_apply_creates_every_declared_topic_then_changes_nothing(settings: Settings) -> None:
     admin = kafka.admin(settings.kafka)
     topology = Topology(settings.topics.prefix)
