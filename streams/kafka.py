@@ -15,10 +15,23 @@ def admin(settings: KafkaSettings) -> AdminClient:
     return AdminClient(settings.confluent_config())
 
 
+# librdkafka's default (consistent_random) hashes keys with CRC32; faust (aiokafka) and
+# the Java clients use murmur2. murmur2_random is the Java client's partitioner: a
+# doc_id lands on the same partition whoever writes it (deliver's table and
+# docs.results' compaction depend on it); records without a key go anywhere.
+PARTITIONER = "murmur2_random"
+
+
 def producer(settings: KafkaSettings, **overrides: Any) -> Producer:
     # Idempotent producer: broker-side dedupe of retried sends, order kept per partition.
     conf = settings.confluent_config(
-        **{"enable.idempotence": True, "acks": "all", "linger.ms": 5, "compression.type": "zstd"}
+        **{
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            "compression.type": "zstd",
+            "partitioner": PARTITIONER,
+        }
     )
     conf.update(overrides)
     return Producer(conf)

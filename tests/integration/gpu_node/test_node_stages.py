@@ -21,9 +21,10 @@ from schemas import (
 from streams import kafka
 from streams import lag as lag_mod
 from streams.settings import Settings
-from streams.topics import Topology
+from streams.topics import ORIENTED, Topology
 from synth.dataset import generate
 from tests.support.pages import produce_pages, read_committed, stage_topics
+from tests.support.partitions import misplaced
 
 pytestmark = pytest.mark.kafka
 
@@ -46,8 +47,12 @@ def test_orient_stage_finds_each_rotation(settings, topology: Topology, node_fac
     assert {d.rotation for d in docs} == {0, 90, 180, 270}
     with node_factory() as node:
         produce_pages(settings, work, pages)
-        got = _pages_by_doc(read_committed(settings, [facts], expect=4))
+        msgs = read_committed(settings, [facts], expect=4)
+        got = _pages_by_doc(msgs)
         _assert_no_lag(settings, node)
+    # The node's producer partitions as faust does (murmur2), so route and deliver find
+    # each doc_id where its other pages are.
+    assert misplaced(msgs, ORIENTED.partitions) == []
     assert len(got) == 4
     for d in docs:
         page = got[f"orient-{d.rotation}"]

@@ -19,6 +19,7 @@ from streams.topics import DLQ, RAW, RESULTS, Topology
 from synth.dataset import generate
 from tests.support import agents as support
 from tests.support.pages import png_bytes, read_committed
+from tests.support.partitions import misplaced
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -80,6 +81,7 @@ def test_all_four_operations_end_to_end(
     with node_factory():
         out = read_committed(settings, [topology.name(RESULTS)], expect=5, timeout_s=300)
     assert agents.poll() is None, "the agents worker died"
+    assert misplaced(out, RESULTS.partitions) == []
     results = {r.doc_id: r for r in (decode(DocumentResult, m.value()) for m in out)}
     assert set(results) == {"op-classify", "op-extract", "op-process", "op-ocr", "op-bad"}
 
