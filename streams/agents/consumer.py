@@ -1,19 +1,29 @@
-"""faust's aiokafka transport with a consumer that rewinds partitions a rebalance stranded.
+"""faust's aiokafka transport with the consumer the agents need.
 
-See `RewindingConsumer`: a workaround for a faust/aiokafka interaction that
-otherwise leaves a kept partition at its log end after a rebalance.
+Two departures from faust's own:
+- read_committed: faust reads read_uncommitted unless its (unreliable) exactly_once
+  guarantee is on, so records of the GPU node's aborted transactions would be routed
+  and delivered, and the node's exactly-once would stop at the agents;
+- `RewindingConsumer`: a workaround for a faust/aiokafka interaction that otherwise
+  leaves a kept partition at its log end after a rebalance.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import cast
+from typing import Any, cast
 
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 
 
 class _RewindingConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    def _create_worker_consumer(self, transport: Any) -> Any:
+        consumer = super()._create_worker_consumer(transport)
+        # aiokafka hands this to its fetcher when the consumer starts, which is later.
+        consumer._isolation_level = "read_committed"  # no public setter
+        return consumer
+
     async def seek_to_committed(self) -> Mapping[TP, int]:
         return cast(Mapping[TP, int], await self.call_thread(self._seek_to_committed))
 
