@@ -8,6 +8,7 @@ problem, and echoes the offending input only when it cannot be personal data.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -66,7 +67,13 @@ def decode(model_cls: type[R], data: bytes | str | None) -> R:
         return model_cls.model_validate_json(data)
     except ValidationError as exc:
         # The slow path: work out the most useful explanation.
-        raise _explain(model_cls.__name__, data, exc) from None
+        try:
+            explained = _explain(model_cls.__name__, data, exc)
+        except Exception as err:  # the explanation must not fail where the parse did
+            explained = RecordError(f"invalid {model_cls.__name__} ({type(err).__name__})")
+        raise explained from None
+    except Exception as exc:  # whatever else hostile bytes make the parser raise
+        raise RecordError(f"unreadable record value ({type(exc).__name__})") from None
 
 
 def validate(model_cls: type[R], value: Mapping[str, Any]) -> R:
@@ -90,6 +97,12 @@ def _explain(model_name: str, data: bytes | str, exc: ValidationError) -> Record
         value = json.loads(text)
     except json.JSONDecodeError as err:
         return RecordError(f"not JSON: {err.msg} at line {err.lineno} column {err.colno}")
+    except RecursionError:
+        return RecordError("JSON nested deeper than this reader accepts")
+    except ValueError:  # Python refuses ints of more than sys.get_int_max_str_digits()
+        return RecordError(
+            f"JSON number of more than {sys.get_int_max_str_digits()} digits is not accepted"
+        )
     if not isinstance(value, dict):
         return RecordError(f"not a JSON object: got {_json_kind(value)}")
     errors = exc.errors()

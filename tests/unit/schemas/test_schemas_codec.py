@@ -441,3 +441,21 @@ def test_long_values_are_summarised_by_size() -> None:
 
     assert problem.endswith("(got str of 3 MiB)")
     assert "xxxx" not in problem
+
+
+@pytest.mark.parametrize(
+    ("data", "needle"),
+    [
+        (b"[" * 5000 + b"]" * 5000, "nested deeper"),
+        (b'{"doc_id": ' + b"[" * 5000 + b"]" * 5000 + b"}", "nested deeper"),
+        (b'{"a":' * 3000 + b"1" + b"}" * 3000, "nested deeper"),
+        (b'{"page_no": ' + b"9" * 5000 + b"}", "more than 4300 digits"),
+        (b'{"payload": {"size_bytes": ' + b"9" * 5000 + b"}}", "more than 4300 digits"),
+    ],
+)
+def test_hostile_json_is_a_record_error_never_another_exception(data: bytes, needle: str) -> None:
+    # RecursionError and ValueError escaped decode: the GPU node died on them, and the
+    # agents acknowledged the record without a dead letter.
+    for model in (PageState, DocumentSubmitted):
+        with pytest.raises(RecordError, match=needle):
+            decode(model, data)
