@@ -46,8 +46,8 @@ from gpu_node.scheduler import ExtractionScheduler
 from gpu_node.stages import StageOutcome, SyncStages
 from gpu_node.tasks import Task
 from gpu_node.transactions import FatalNodeError, Transactions
-from schemas import PageState, RecordError, Stage, decode, headers
-from streams.blobs import BlobStore
+from schemas import PageState, Stage, decode, headers
+from streams.blobs import BlobStore, BlobStoreUnavailableError
 from streams.envelope import Origin, Outgoing, dead_letter, next_record
 from streams.settings import NodeSettings
 from streams.topics import DLQ, FACTS_BY_STAGE, WORK_BY_STAGE, Topology
@@ -104,6 +104,9 @@ class GpuNode:
 
         self.order = OffsetOrder()
         self.assigned: set[TopicPartitionKey] = set()
+        # Partitions paused after the world failed one of their records (the blob store
+        # was unavailable), with the monotonic time at which to try again.
+        self.retry_at: dict[TopicPartitionKey, float] = {}
         # Batches of the synchronous stages queued on the compute thread, oldest first.
         self.computing: deque[Future[list[StageOutcome]]] = deque()
         self._consumer = consumer
@@ -213,6 +216,7 @@ class GpuNode:
             else:
                 wait_s = max_wait_s
             self._admit(self._consumer.consume(self.settings.max_batch, wait_s))
+        self._resume_due_retries()
         self.extractions.collect()
         self.extractions.submit()
         extract_parts = {tp for tp in self.assigned if tp[0] == self.extract_topic}
@@ -241,7 +245,7 @@ class GpuNode:
             self.metrics.records_in.labels(stage.value).inc()
             try:
                 page = decode(PageState, origin.value)
-            except RecordError as exc:
+            except Exception as exc:  # RecordError; anything else must not stop the node
                 self._dead_letter_origin(slot, origin, stage, exc, attempts=1)
                 continue
             task = Task(stage, slot, origin, page)
@@ -294,8 +298,38 @@ class GpuNode:
         self.order.resolve(task.slot, [out])
 
     def _dead_letter(self, task: Task, exc: BaseException) -> None:
-        if not task.dropped:
-            self._dead_letter_origin(task.slot, task.origin, task.stage, exc, task.attempts)
+        if task.dropped:
+            return
+        if isinstance(exc, BlobStoreUnavailableError):
+            self._retry_later(task, exc)
+            return
+        self._dead_letter_origin(task.slot, task.origin, task.stage, exc, task.attempts)
+
+    def _retry_later(self, task: Task, exc: BaseException) -> None:
+        """The world failed this task, not its record: redo its partition from the first
+        record not yet committed, after `engine_retry_s`, instead of dead-lettering."""
+        tp = task.slot.tp
+        self._commit_ready()  # what is finished before it needs no redo
+        first = self.order.first_pending(tp)
+        self.order.drop([tp])
+        if tp not in self.assigned or first is None:
+            return
+        log.warning("%s[%d]@%d: %s; the partition is retried in %.0fs", tp[0], tp[1],
+                    task.slot.offset, exc, self.settings.engine_retry_s)  # fmt: skip
+        self.metrics.world_retries.inc()
+        partition = TopicPartition(tp[0], tp[1], first)
+        self._consumer.pause([partition])
+        self._consumer.seek(partition)
+        self.retry_at[tp] = time.monotonic() + self.settings.engine_retry_s
+
+    def _resume_due_retries(self) -> None:
+        now = time.monotonic()
+        for tp in [tp for tp, at in self.retry_at.items() if at <= now]:
+            del self.retry_at[tp]
+            # A gpu.extract partition also held by backpressure stays paused: the
+            # scheduler resumes it when the load is down.
+            if tp in self.assigned and tp not in self.extractions.paused:
+                self._consumer.resume([TopicPartition(tp[0], tp[1])])
 
     def _dead_letter_origin(
         self, slot: Slot, origin: Origin, stage: Stage, exc: BaseException, attempts: int
@@ -360,6 +394,8 @@ class GpuNode:
         dropped = self.order.drop(gone)
         self.assigned -= gone
         self.extractions.forget(gone)
+        for tp in gone:
+            self.retry_at.pop(tp, None)
         log.info("%s %d partitions; dropped %d buffered tasks", why, len(gone), dropped)
 
 

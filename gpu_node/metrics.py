@@ -75,3 +75,8 @@ class NodeMetrics:
             "Extraction batches put back because the engine was unavailable.",
             registry=registry,
         )
+        self.world_retries = Counter(
+            "pagestream_gpu_partition_retries_total",
+            "Partitions rewound and paused because the blob store was unavailable.",
+            registry=registry,
+        )

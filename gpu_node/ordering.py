@@ -81,6 +81,11 @@ class OffsetOrder:
                 dropped += 1
         return dropped
 
+    def first_pending(self, tp: TopicPartitionKey) -> int | None:
+        """The offset of the partition's oldest slot not yet released, if any."""
+        slots = self._slots.get(tp)
+        return slots[0].offset if slots else None
+
     def pending(self) -> int:
         return sum(len(s) for s in self._slots.values())
 

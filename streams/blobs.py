@@ -12,7 +12,7 @@ import os
 import posixpath
 import re
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -47,6 +47,26 @@ class BlobTooLargeError(BlobAccessError):
 
 class BlobIntegrityError(BlobError):
     """The stored bytes do not hash to the expected sha256."""
+
+
+class BlobStoreUnavailableError(Exception):
+    """The store itself failed (a timeout, a refused connection, a full disk): not the
+    record's fault. Callers retry later instead of dead-lettering the record; the
+    BlobError family above is the record's fault."""
+
+
+@contextlib.contextmanager
+def _store_call(what: str, uri: str) -> Iterator[None]:
+    """Anything the filesystem raises, other than a missing object, is the store's
+    failure (fsspec backends raise OSError subclasses and their own errors alike)."""
+    try:
+        yield
+    except (FileNotFoundError, BlobError):
+        raise
+    except Exception as exc:
+        raise BlobStoreUnavailableError(
+            f"blob store unavailable while {what} {_show(uri)}: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,24 +183,26 @@ class BlobStore:
         digest = hashlib.sha256(data).hexdigest()
         blob = StoredBlob(self.uri_for(digest), digest, len(data))
         fs, path = self._root.fs, posixpath.join(self._root.fs_path, *_blob_rel(digest))
-        try:
-            if fs.info(path).get("size") == len(data):
-                return blob  # same name => same content; a size mismatch means a torn write
-        except FileNotFoundError:
-            pass
-        if isinstance(fs, LocalFileSystem):
-            _atomic_local_write(path, data)
-        else:
-            # Object stores publish an object only once its upload completes, and
-            # have no directories to create (makedirs on s3 may try to create buckets).
-            fs.pipe_file(path, data)
+        with _store_call("writing", blob.uri):
+            try:
+                if fs.info(path).get("size") == len(data):
+                    return blob  # same name => same content; a size mismatch: a torn write
+            except FileNotFoundError:
+                pass
+            if isinstance(fs, LocalFileSystem):
+                _atomic_local_write(path, data)
+            else:
+                # Object stores publish an object only once its upload completes, and
+                # have no directories to create (makedirs on s3 may try to create buckets).
+                fs.pipe_file(path, data)
         return blob
 
     def get(self, uri: str, *, expected_sha256: str | None = None) -> bytes:
         root, rel = self._split_checked(uri)
         path = self._resolve(root, rel)
         try:
-            info = root.fs.info(path)
+            with _store_call("reading", uri):
+                info = root.fs.info(path)
         except FileNotFoundError:
             raise BlobNotFoundError(f"no blob at {_show(uri)}") from None
         if info.get("type") != "file":
@@ -190,9 +212,12 @@ class BlobStore:
             raise BlobTooLargeError(
                 f"blob at {_show(uri)} is {size} bytes, over max_blob_bytes={self.max_blob_bytes}"
             )
-        with root.fs.open(path, "rb") as f:
-            # Bounded read: the object may have grown since info().
-            data: bytes = f.read(self.max_blob_bytes + 1)
+        try:
+            with _store_call("reading", uri), root.fs.open(path, "rb") as f:
+                # Bounded read: the object may have grown since info().
+                data: bytes = f.read(self.max_blob_bytes + 1)
+        except FileNotFoundError:  # deleted since info()
+            raise BlobNotFoundError(f"no blob at {_show(uri)}") from None
         if len(data) > self.max_blob_bytes:
             raise BlobTooLargeError(f"blob at {_show(uri)} exceeds max_blob_bytes")
         expected = {expected_sha256.lower()} if expected_sha256 else set()

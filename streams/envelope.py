@@ -33,6 +33,9 @@ EVENT_ID_NAMESPACE = uuid.UUID("0b6f5a4e-2f63-4c7e-9d0e-5d3c8a1f4b21")
 # Stack traces can be long; a dead letter must stay far below the broker's limit.
 _MAX_STACKTRACE_CHARS = 8_000
 _MAX_MESSAGE_CHARS = 1_000
+# What a record costs beyond its key, value and headers (record and batch framing),
+# rounded up: a record that fits by size_bytes alone may not fit on the wire.
+RECORD_OVERHEAD_BYTES = 1024
 
 
 def header_value(pairs: Iterable[Header], name: str) -> str | None:
@@ -113,6 +116,10 @@ class Outgoing:
         """What the record counts against message.max.bytes (value, key, headers)."""
         size = len(self.value or b"") + len(self.key or b"")
         return size + sum(len(k) + len(v) for k, v in self.headers)
+
+    def fits(self, max_record_bytes: int) -> bool:
+        """Whether it fits in a record of `max_record_bytes`, framing included."""
+        return self.size_bytes + RECORD_OVERHEAD_BYTES <= max_record_bytes
 
 
 # ---- standard headers ----------------------------------------------------
@@ -223,7 +230,15 @@ def dead_letter(
     letter = Outgoing(
         dlq_topic, origin.key, origin.value, kept + [(k, v.encode()) for k, v in error]
     )
-    if max_bytes is not None and letter.size_bytes > max_bytes:
-        dropped = (headers.VALUE_DROPPED, str(len(origin.value or b"")).encode())
-        letter = Outgoing(letter.topic, letter.key, None, [*letter.headers, dropped])
+    if max_bytes is not None:
+        letter = fit_dead_letter(letter, max_bytes)
     return letter
+
+
+def fit_dead_letter(letter: Outgoing, max_bytes: int) -> Outgoing:
+    """`letter` as it is if it fits in `max_bytes`, else without its value and with a
+    header giving the value's size."""
+    if letter.fits(max_bytes) or letter.value is None:
+        return letter
+    dropped = (headers.VALUE_DROPPED, str(len(letter.value)).encode())
+    return Outgoing(letter.topic, letter.key, None, [*letter.headers, dropped])

@@ -49,6 +49,11 @@ class KafkaSettings(BaseModel):
     ssl_keyfile: Path | None = None
     ssl_key_password: SecretStr | None = None
     ssl_check_hostname: bool = True
+    # The largest record a pagestream producer sends: faust's and librdkafka's default.
+    # Topics' max.message.bytes (the broker's message.max.bytes) must allow it. Dead
+    # letters above it travel without their value; other outputs above it are the
+    # record's fault and dead-lettered.
+    max_record_bytes: int = Field(default=1_000_000, ge=64 * 1024)
 
     @model_validator(mode="after")
     def _sasl_needs_credentials(self) -> KafkaSettings:

@@ -20,7 +20,8 @@ import faust
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from streams.agents.consumer import Transport
-from streams.agents.deliver import Deliver
+from streams.agents.deliver import Deliver, Delivery
+from streams.agents.handling import RecordHandling
 from streams.agents.ingest import Ingest
 from streams.agents.metrics import AgentMetrics
 from streams.agents.notify import WebhookNotifier
@@ -41,6 +42,19 @@ from streams.topics import (
 )
 
 
+class _DeliverStep:
+    """deliver.handle as a handling step, keeping the Delivery (webhook, completion)."""
+
+    def __init__(self, deliver: Deliver, pages: JsonTable) -> None:
+        self._deliver = deliver
+        self._pages = pages
+        self.delivery: Delivery | None = None
+
+    async def __call__(self, origin: Origin) -> list[Outgoing]:
+        self.delivery = self._deliver.handle(origin, self._pages)
+        return self.delivery.emits
+
+
 def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> faust.App:
     agents = settings.agents
     topo = settings.topology
@@ -54,6 +68,7 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
         value_serializer="raw",
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
+        producer_max_request_size=settings.kafka.max_record_bytes,
         broker_session_timeout=agents.session_timeout_s,
         broker_heartbeat_interval=agents.heartbeat_interval_s,
         topic_partitions=PAGES_DONE.partitions,
@@ -96,13 +111,21 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
         # Acknowledged by the broker before the input's offset may be committed.
         await asyncio.gather(*pending)
 
+    handling = RecordHandling(send_all, dlq_topic=topo.name(DLQ), group=app_id,
+                              max_record_bytes=settings.kafka.max_record_bytes)  # fmt: skip
+
+    async def ingest_step(origin: Origin) -> list[Outgoing]:
+        # Rasterizing is CPU work: off the event loop, which serves heartbeats.
+        return await asyncio.to_thread(ingest.handle, origin)
+
+    async def route_step(origin: Origin) -> list[Outgoing]:
+        return route.handle(origin)
+
     @app.agent(raw_topic, name="ingest")
     async def ingest_agent(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
         async for event in stream.events():
             started = time.perf_counter()
-            # Rasterizing is CPU work: off the event loop, which serves heartbeats.
-            emits = await asyncio.to_thread(ingest.handle, Origin.from_faust_event(event))
-            await send_all(emits)
+            emits = await handling.run("ingest", Origin.from_faust_event(event), ingest_step)
             metrics.record("ingest", emits, time.perf_counter() - started)
             yield None
 
@@ -110,25 +133,28 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
     async def route_agent(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
         async for event in stream.events():
             started = time.perf_counter()
-            emits = route.handle(Origin.from_faust_event(event))
-            await send_all(emits)
+            emits = await handling.run("route", Origin.from_faust_event(event), route_step)
             metrics.record("route", emits, time.perf_counter() - started)
             yield None
 
-    notify = WebhookNotifier(settings.agents, metrics, send_all, group=app_id)
+    notify = WebhookNotifier(settings.agents, metrics, handling.send, group=app_id)
+    deliver_step = _DeliverStep(deliver, pages)
 
     @app.agent(done_topic, name="deliver")
     async def deliver_agent(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
         async for event in stream.events():
             started = time.perf_counter()
             origin = Origin.from_faust_event(event)
-            delivery = deliver.handle(origin, pages)
-            await send_all(delivery.emits)
-            metrics.record("deliver", delivery.emits, time.perf_counter() - started)
-            if delivery.webhook is not None:
-                await notify(origin, delivery.webhook)
-            if delivery.completed is not None:
-                deliver.mark_delivered(origin.partition, delivery.completed, pages)
+            deliver_step.delivery = None
+            emits = await handling.run("deliver", origin, deliver_step)
+            metrics.record("deliver", emits, time.perf_counter() - started)
+            delivery = deliver_step.delivery
+            # Only when the step's own outputs went out (not a dead letter instead).
+            if delivery is not None and emits == delivery.emits:
+                if delivery.webhook is not None:
+                    await notify(origin, delivery.webhook)
+                if delivery.completed is not None:
+                    deliver.mark_delivered(origin.partition, delivery.completed, pages)
             yield None
 
     @app.page("/metrics")

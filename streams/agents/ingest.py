@@ -10,25 +10,21 @@ client without making it read the DLQ.
 from __future__ import annotations
 
 import base64
-import binascii
 import logging
 from datetime import UTC, datetime
 
 from schemas import DocumentResult, DocumentSubmitted, PageState, RecordError, decode
 from schemas.pages import BlobRef
 from streams import media
-from streams.blobs import BlobError, BlobStore
+from streams.blobs import BlobStore, BlobStoreUnavailableError
 from streams.envelope import Origin, Outgoing, dead_letter, error_message, next_record
-from streams.routing import RoutingError, next_step
+from streams.routing import next_step
 from streams.submit import stable_doc_id
 from streams.topics import DLQ, RESULTS, Topology
 
 log = logging.getLogger(__name__)
 
 STAGE = "ingest"
-
-# What a hostile document can raise here; anything else is a bug and crashes loudly.
-INPUT_ERRORS = (RecordError, media.MediaError, BlobError, RoutingError, binascii.Error)
 
 
 class Ingest:
@@ -46,7 +42,9 @@ class Ingest:
             submitted = decode(DocumentSubmitted, origin.value)
             data = self._payload(submitted)
             return self._split(origin, submitted, data)
-        except INPUT_ERRORS as exc:
+        except BlobStoreUnavailableError:
+            raise  # the world's fault, not the document's: the record is retried
+        except Exception as exc:  # a hostile document can make anything raise
             log.warning(
                 "ingest: dead letter %s[%d]@%d %s",
                 origin.topic,

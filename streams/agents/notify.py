@@ -7,7 +7,7 @@ back.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 
 import httpx
 
@@ -18,7 +18,7 @@ from streams.envelope import Origin, Outgoing, dead_letter
 from streams.settings import AgentSettings
 from streams.webhook import WebhookError, WebhookPolicy
 
-SendAll = Callable[[Iterable[Outgoing]], Awaitable[None]]
+SendAll = Callable[[list[Outgoing]], Awaitable[None]]
 
 STAGE = "webhook"
 
@@ -53,7 +53,7 @@ class WebhookNotifier:
                 self._client, call.url, call.body, idempotency_key=key, policy=policy
             )
             self._metrics.webhooks.labels("delivered").inc()
-        except WebhookError as exc:
+        except Exception as exc:  # WebhookError, or anything a hostile URL makes httpx raise
             self._metrics.webhooks.labels("failed").inc()
             # The dead letter carries the result as written to docs.results, with the
             # coordinates of the page that completed the document.

@@ -184,3 +184,38 @@ def _bad() -> tuple[tuple[str, tuple[bytes, str]], ...]:
 def bad_inputs() -> dict[str, tuple[bytes, str]]:
     """name -> (bytes, substring the MediaError message must contain); see CORPUS_*."""
     return dict(_bad())
+
+
+# ---- hostile Kafka record values (any topic) -----------------------------------
+
+# What a test producer may send beyond pagestream's own limit (max_record_bytes,
+# 1,000,000): the broker's default message.max.bytes is 1,048,588, so another client
+# can put a record "just over" our limit on any topic.
+OVER_LIMIT_PRODUCER_CONFIG = {"message.max.bytes": 1_048_576}
+
+
+def _padded(size: int, **fields: object) -> bytes:
+    """A JSON object of exactly `size` bytes: `fields` plus a padding string."""
+    import json
+
+    empty = json.dumps({**fields, "pad": ""})  # ends with `"pad": ""}`
+    return (empty[:-2] + "x" * (size - len(empty)) + '"}').encode()
+
+
+def hostile_records() -> dict[str, tuple[bytes, str]]:
+    """name -> (record value, substring of the dead letter's reason). Each must end as
+    a dead letter, never crash a consumer or be acknowledged without one."""
+    return {
+        "nested_arrays": (b"[" * 5000 + b"]" * 5000, "nested deeper"),
+        "nested_in_a_field": (b'{"doc_id": ' + b"[" * 5000 + b"]" * 5000 + b"}", "nested deeper"),
+        "huge_number": (b'{"page_no": ' + b"9" * 5000 + b"}", "digits"),
+        "invalid_utf8": (b'{"doc_id": "\xff\xfe"}', "not UTF-8"),
+        # At pagestream's record limit and just over it: the dead letter (value plus
+        # error headers) cannot carry the value.
+        "at_the_limit": (_padded(999_500, doc_id="big-1"), "Field required"),
+        "over_the_limit": (_padded(1_040_000, doc_id="big-2"), "Field required"),
+    }
+
+
+# Dead letters of these travel without their value (pagestream.error.value.dropped).
+VALUE_DROPPED_RECORDS = ("at_the_limit", "over_the_limit")

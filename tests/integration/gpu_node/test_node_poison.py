@@ -167,3 +167,78 @@ def test_a_result_too_large_for_kafka_is_dead_lettered_not_a_crash_loop(
     assert dead.value() is None
     assert int(h[headers.VALUE_DROPPED]) == len(encode(big))
     assert h[headers.ERROR_OFFSET] == b"0"
+
+
+def test_hostile_records_on_every_work_topic_are_dead_lettered_and_the_node_stays_up(
+    settings, topology: Topology, node_factory, make_page
+):
+    # Deep nesting and huge numbers raised RecursionError/ValueError out of the loop: the
+    # node exited, and a restarted node read the same record and exited again.
+    from confluent_kafka import Producer
+
+    from streams import kafka
+    from tests.support.bad_inputs import (
+        OVER_LIMIT_PRODUCER_CONFIG,
+        VALUE_DROPPED_RECORDS,
+        hostile_records,
+    )
+
+    hostile = hostile_records()
+    stages = stage_topics(topology)
+    dlq = topology.name(DLQ)
+    (doc,) = generate(35, 1, doc_types=[DocumentType.letter], rotations=[0], width=240)
+    producer: Producer = kafka.producer(settings.kafka, **OVER_LIMIT_PRODUCER_CONFIG)
+    for stage in (Stage.orient, Stage.classify, Stage.ocr, Stage.extract):
+        work = stages[stage][0]
+        for name, (value, _) in hostile.items():
+            producer.produce(work, value, KEY, headers=[("case", f"{stage.value}/{name}")])
+    good = make_page(doc.image, doc_id="good-after")
+    producer.produce(stages[Stage.classify][0], encode(good), KEY)
+    assert producer.flush(30) == 0
+    with node_factory() as node:
+        out = read_committed(settings, [stages[Stage.classify][1], dlq],
+                             expect=1 + 4 * len(hostile), timeout_s=120, settle_s=1)  # fmt: skip
+        assert node.health.ready
+    results = [m for m in out if m.topic() != dlq]
+    dead = [m for m in out if m.topic() == dlq]
+    assert [decode(PageState, m.value()).doc_id for m in results] == ["good-after"]
+    assert len(dead) == 4 * len(hostile)
+    for msg in dead:
+        h = dict(msg.headers())
+        stage, name = h["case"].decode().split("/")
+        assert h[headers.ERROR_STAGE].decode() == stage
+        reason = h[headers.ERROR_EXCEPTION_MESSAGE].decode()
+        assert hostile[name][1] in reason, (stage, name, reason)
+        assert (msg.value() is None) == (name in VALUE_DROPPED_RECORDS), (stage, name)
+
+
+def test_an_unavailable_blob_store_delays_pages_instead_of_failing_them(
+    settings, topology: Topology, node_factory, make_page
+):
+    # A blob store that is down (here: its volume replaced) is the world's fault: the
+    # node rewinds the partition and retries, and the page completes once it is back.
+    # Before, every page read meanwhile was dead-lettered and its document failed.
+    from pathlib import Path
+
+    work, facts = stage_topics(topology)[Stage.classify]
+    dlq = topology.name(DLQ)
+    docs = list(generate(36, 2, doc_types=[DocumentType.letter], rotations=[0], width=240))
+    pages = [make_page(d.image, doc_id=f"wait-{i}") for i, d in enumerate(docs)]
+    root = Path(settings.blobs.root)
+    away = root.with_name("blobs-away")
+    root.rename(away)
+    root.write_bytes(b"the volume is gone")
+    try:
+        with node_factory(engine_retry_s=1) as node:
+            produce(settings, work, [(KEY, encode(p)) for p in pages])
+            assert read_committed(settings, [facts, dlq], expect=1, timeout_s=6) == []
+            assert node.metrics.world_retries._value.get() >= 1
+            root.unlink()
+            away.rename(root)
+            out = read_committed(settings, [facts, dlq], expect=2, timeout_s=60, settle_s=1)
+    finally:
+        if away.exists():
+            root.unlink(missing_ok=True)
+            away.rename(root)
+    assert sorted(m.topic() for m in out) == [facts, facts]
+    assert sorted(decode(PageState, m.value()).doc_id for m in out) == ["wait-0", "wait-1"]

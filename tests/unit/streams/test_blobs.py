@@ -15,6 +15,7 @@ from streams.blobs import (
     BlobIntegrityError,
     BlobNotFoundError,
     BlobStore,
+    BlobStoreUnavailableError,
     BlobTooLargeError,
     StoredBlob,
 )
@@ -97,12 +98,33 @@ def test_crash_during_put_leaves_no_blob_under_final_name(
         raise OSError("simulated crash before rename")
 
     monkeypatch.setattr(os, "replace", crash)
-    with pytest.raises(OSError, match="simulated"):
+    # The store's failure, not the record's: callers retry instead of dead-lettering.
+    with pytest.raises(BlobStoreUnavailableError, match="simulated"):
         store.put(DATA)
     monkeypatch.undo()
     uri = store.uri_for(hashlib.sha256(DATA).hexdigest())
     assert not store.exists(uri)
     assert list(Path(uri.removeprefix("file://")).parent.iterdir()) == []
+
+
+def test_a_store_that_fails_is_unavailable_and_a_missing_blob_is_not_found(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "blobs"
+    store = BlobStore(str(root))
+    stored = store.put(DATA)
+    with pytest.raises(BlobNotFoundError):
+        store.get(store.uri_for("ab" * 32))
+    # The volume goes away (unmounted, replaced): reads and writes fail with OSErrors.
+    root.rename(tmp_path / "away")
+    root.write_bytes(b"not a directory")
+    with pytest.raises(BlobStoreUnavailableError, match="NotADirectoryError"):
+        store.get(stored.uri)
+    with pytest.raises(BlobStoreUnavailableError):
+        store.put(b"other bytes")
+    root.unlink()
+    (tmp_path / "away").rename(root)
+    assert store.get(stored.uri) == DATA
 
 
 def test_plain_path_and_dotted_root_are_normalized(tmp_path: Path) -> None:

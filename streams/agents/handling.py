@@ -1,0 +1,135 @@
+"""Per-record handling that never loses a record: the world's failures are retried, the
+record's failures are dead-lettered, and nothing escapes to faust.
+
+faust acknowledges the event in hand when an agent raises (the stream's `finally`
+acks it) and then restarts the agent: an exception there is a record acknowledged
+with no output and no dead letter. So every agent runs each record through
+`RecordHandling.run`, which returns only once the record's outputs are acknowledged
+by the broker:
+
+- the world's fault (the blob store unavailable, the broker refusing or unreachable):
+  the same record is tried again with capped exponential backoff, as long as it takes;
+  its outputs carry deterministic event ids, so a send repeated after an unclear
+  failure is a duplicate that downstream dedupe absorbs;
+- the record's fault (anything else the step raises, an output over the record size
+  limit, a record the broker refuses as too large): the record goes to docs.dlq with
+  the reason, its value dropped (and a header saying so) if it would not fit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError
+from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential
+
+from streams.blobs import BlobStoreUnavailableError
+from streams.envelope import Origin, Outgoing, dead_letter, fit_dead_letter
+
+log = logging.getLogger(__name__)
+
+# Failures that say nothing about the record: retried, never dead-lettered.
+WORLD_ERRORS: tuple[type[BaseException], ...] = (BlobStoreUnavailableError, KafkaError)
+
+Step = Callable[[Origin], Awaitable[list[Outgoing]]]
+Send = Callable[[list[Outgoing]], Awaitable[None]]
+
+
+class OutputTooLargeError(ValueError):
+    """An output record would exceed the record size limit."""
+
+
+class RecordHandling:
+    def __init__(
+        self,
+        send: Send,
+        *,
+        dlq_topic: str,
+        group: str,
+        max_record_bytes: int,
+        retry_initial_s: float = 0.5,
+        retry_max_s: float = 30.0,
+    ) -> None:
+        self._send = send
+        self._dlq_topic = dlq_topic
+        self._group = group
+        self._max_record_bytes = max_record_bytes
+        self._wait = wait_exponential(multiplier=retry_initial_s, max=retry_max_s)
+
+    async def send(self, outputs: list[Outgoing]) -> None:
+        """Send and wait for the acknowledgements, retrying the world's failures."""
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception_type(WORLD_ERRORS),
+            wait=self._wait,
+            before_sleep=lambda state: _log_retry("send", None, state.outcome),
+            reraise=True,
+        ):
+            with attempt:
+                await self._send(outputs)
+
+    async def run(self, stage: str, origin: Origin, step: Step) -> list[Outgoing]:
+        """`step(origin)`'s outputs, or a dead letter of `origin`, sent and acknowledged."""
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception_type(WORLD_ERRORS),
+            wait=self._wait,
+            before_sleep=lambda state: _log_retry(stage, origin, state.outcome),
+            reraise=True,
+        ):
+            with attempt:
+                outputs = await self._outputs(stage, origin, step)
+                try:
+                    await self._send(outputs)
+                except MessageSizeTooLargeError as exc:
+                    # The broker's limit is below ours: the record's fault, not the world's.
+                    outputs = [self._dead_letter(stage, origin, exc, max_bytes=0)]
+                    await self._send(outputs)
+                return outputs
+        raise AssertionError("unreachable: tenacity retries until success")  # pragma: no cover
+
+    async def _outputs(self, stage: str, origin: Origin, step: Step) -> list[Outgoing]:
+        try:
+            outputs = await step(origin)
+        except WORLD_ERRORS:
+            raise
+        except Exception as exc:
+            log.warning(
+                "%s: dead letter %s[%d]@%d %s",
+                stage,
+                origin.topic,
+                origin.partition,
+                origin.offset,
+                type(exc).__name__,
+            )
+            return [self._dead_letter(stage, origin, exc)]
+        fitted: list[Outgoing] = []
+        for out in outputs:
+            if out.topic == self._dlq_topic:
+                fitted.append(fit_dead_letter(out, self._max_record_bytes))
+            elif not out.fits(self._max_record_bytes):
+                too_large = OutputTooLargeError(
+                    f"{stage} output to {out.topic} is {out.size_bytes} bytes, over the "
+                    f"record limit of {self._max_record_bytes}"
+                )
+                return [self._dead_letter(stage, origin, too_large)]
+            else:
+                fitted.append(out)
+        return fitted
+
+    def _dead_letter(
+        self, stage: str, origin: Origin, exc: BaseException, *, max_bytes: int | None = None
+    ) -> Outgoing:
+        return dead_letter(
+            origin,
+            dlq_topic=self._dlq_topic,
+            stage=stage,
+            group=self._group,
+            exc=exc,
+            max_bytes=self._max_record_bytes if max_bytes is None else max_bytes,
+        )
+
+
+def _log_retry(stage: str, origin: Origin | None, outcome: object) -> None:
+    exc = getattr(outcome, "exception", lambda: None)()
+    where = "" if origin is None else f" {origin.topic}[{origin.partition}]@{origin.offset}"
+    log.warning("%s%s will be retried: %s: %s", stage, where, type(exc).__name__, exc)

@@ -1,0 +1,75 @@
+"""Hostile records on the agents' inputs (docs.raw, a facts topic): deep nesting, huge
+numbers, invalid UTF-8, values at and just over the record limit. Each ends as one dead
+letter naming the problem, the worker stays up, and good documents beside them complete.
+
+Before: RecursionError and ValueError escaped the agents' handling, and faust
+acknowledged the record with no dead letter; a dead letter of a record near 1 MB was
+over the producer's limit, so the agent crashed and the record vanished."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from schemas import DocumentResult, Operation, Options, decode, headers
+from streams import kafka
+from streams.settings import Settings
+from streams.submit import Submitter
+from streams.topics import CLASSIFIED, DLQ, RAW, RESULTS, Topology
+from synth.dataset import generate
+from tests.support import agents as support
+from tests.support.bad_inputs import (
+    OVER_LIMIT_PRODUCER_CONFIG,
+    VALUE_DROPPED_RECORDS,
+    hostile_records,
+)
+from tests.support.pages import png_bytes, read_committed
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+
+def test_hostile_records_are_dead_lettered_and_the_agents_keep_going(
+    cli_env: Settings, topology: Topology, node_factory, tmp_path: Path
+) -> None:
+    settings = cli_env
+    hostile = hostile_records()
+    producer = kafka.producer(settings.kafka, **OVER_LIMIT_PRODUCER_CONFIG)
+    for name, (value, _) in hostile.items():
+        producer.produce(topology.name(RAW), value, f"raw-{name}".encode())
+        # route reads the facts topics: the same values there.
+        producer.produce(topology.name(CLASSIFIED), value, f"facts-{name}".encode())
+    assert producer.flush(30) == 0
+    (doc,) = generate(5, 1, rotations=[0], width=320)
+    sub = Submitter(settings)
+    sub.submit_bytes(png_bytes(doc.image), operation=Operation.classify,
+                     options=Options(auto_rotate=False), doc_id="good-after")  # fmt: skip
+    sub.flush()
+
+    worker = support.start_worker(tmp_path / "agents.log")
+    try:
+        with node_factory():
+            results = read_committed(settings, [topology.name(RESULTS)], expect=1,
+                                     timeout_s=240)  # fmt: skip
+        dead = read_committed(settings, [topology.name(DLQ)], expect=2 * len(hostile),
+                              timeout_s=60, settle_s=2)  # fmt: skip
+        assert worker.poll() is None, worker.tail()
+    finally:
+        worker.stop()
+
+    by_doc = {r.doc_id: r for r in (decode(DocumentResult, m.value()) for m in results)}
+    assert list(by_doc) == ["good-after"] and by_doc["good-after"].status == "completed"
+    assert sorted(m.key().decode() for m in dead) == sorted(
+        f"{where}-{name}" for where in ("raw", "facts") for name in hostile
+    )
+    for msg in dead:
+        h = dict(msg.headers())
+        where, name = msg.key().decode().split("-", 1)
+        assert h[headers.ERROR_STAGE] == (b"ingest" if where == "raw" else b"route")
+        reason = h[headers.ERROR_EXCEPTION_MESSAGE].decode()
+        assert hostile[name][1] in reason, (name, reason)
+        if name in VALUE_DROPPED_RECORDS:
+            assert msg.value() is None
+            assert int(h[headers.VALUE_DROPPED]) == len(hostile[name][0])
+        else:
+            assert msg.value() == hostile[name][0]
