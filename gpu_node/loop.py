@@ -48,7 +48,7 @@ from gpu_node.tasks import Task
 from gpu_node.transactions import FatalNodeError, Transactions
 from schemas import PageState, Stage, decode, headers
 from streams.blobs import BlobStore, BlobStoreUnavailableError
-from streams.envelope import Origin, Outgoing, dead_letter, next_record
+from streams.envelope import Origin, Outgoing, dead_letter, error_message, next_record
 from streams.settings import NodeSettings
 from streams.topics import DLQ, FACTS_BY_STAGE, WORK_BY_STAGE, Topology
 
@@ -298,12 +298,55 @@ class GpuNode:
         self.order.resolve(task.slot, [out])
 
     def _dead_letter(self, task: Task, exc: BaseException) -> None:
+        """The record's fault: a dead letter, and the page back on its facts topic with
+        the error, so deliver can end its document (partial or failed) instead of
+        waiting for it forever."""
         if task.dropped:
             return
         if isinstance(exc, BlobStoreUnavailableError):
             self._retry_later(task, exc)
             return
-        self._dead_letter_origin(task.slot, task.origin, task.stage, exc, task.attempts)
+        letter = self._dead_letter_record(task.origin, task.stage, exc, task.attempts)
+        self.order.resolve(task.slot, [letter, *self._page_error(task, exc)])
+
+    def _page_error(self, task: Task, exc: BaseException) -> list[Outgoing]:
+        error = f"{task.stage.value} failed: {type(exc).__name__}: {error_message(exc)}"
+        failed = task.page.model_copy(update={"error": error})
+        topic = self.facts_topic[task.stage]
+        out = next_record(topic, failed.doc_id, failed, task.origin, task.stage.value)
+        if out.size_bytes > self.settings.max_output_bytes:
+            # Too large with what it carries (the reason it failed, maybe): deliver
+            # needs the page's identity and the error, not its results or attributes.
+            slim = failed.model_copy(update={"attributes": {}, "ocr": None, "extraction": None})
+            out = next_record(topic, slim.doc_id, slim, task.origin, task.stage.value)
+        return [out] if out.size_bytes <= self.settings.max_output_bytes else []
+
+    def _dead_letter_origin(
+        self, slot: Slot, origin: Origin, stage: Stage, exc: BaseException, attempts: int
+    ) -> None:
+        """A record that is not even a page: only the dead letter."""
+        self.order.resolve(slot, [self._dead_letter_record(origin, stage, exc, attempts)])
+
+    def _dead_letter_record(
+        self, origin: Origin, stage: Stage, exc: BaseException, attempts: int
+    ) -> Outgoing:
+        log.warning(
+            "dead letter: %s[%d]@%d stage=%s %s",
+            origin.topic,
+            origin.partition,
+            origin.offset,
+            stage.value,
+            type(exc).__name__,
+        )
+        return dead_letter(
+            origin,
+            dlq_topic=self.dlq_topic,
+            stage=stage.value,
+            group=self.settings.group_id,
+            exc=exc,
+            attempts=attempts,
+            max_bytes=self.settings.max_output_bytes,
+        )
 
     def _retry_later(self, task: Task, exc: BaseException) -> None:
         """The world failed this task, not its record: redo its partition from the first
@@ -330,28 +373,6 @@ class GpuNode:
             # scheduler resumes it when the load is down.
             if tp in self.assigned and tp not in self.extractions.paused:
                 self._consumer.resume([TopicPartition(tp[0], tp[1])])
-
-    def _dead_letter_origin(
-        self, slot: Slot, origin: Origin, stage: Stage, exc: BaseException, attempts: int
-    ) -> None:
-        log.warning(
-            "dead letter: %s[%d]@%d stage=%s %s",
-            origin.topic,
-            origin.partition,
-            origin.offset,
-            stage.value,
-            type(exc).__name__,
-        )
-        letter = dead_letter(
-            origin,
-            dlq_topic=self.dlq_topic,
-            stage=stage.value,
-            group=self.settings.group_id,
-            exc=exc,
-            attempts=attempts,
-            max_bytes=self.settings.max_output_bytes,
-        )
-        self.order.resolve(slot, [letter])
 
     # ---- commits ---------------------------------------------------------
 

@@ -41,6 +41,11 @@ ERROR_HEADERS = (
     ERROR_FAILED_AT,
 )
 
+# The schema header of a tick: an empty record the agents' leader sends to every
+# partition of docs.pages.done at an interval, so deliver can end documents past their
+# deadline on partitions where nothing else arrives.
+TICK_SCHEMA = "Tick/1"
+
 # Set by `pagestream dlq replay` so a record that keeps failing is not replayed forever.
 REPLAY_COUNT = "pagestream.replay.count"
 

@@ -15,6 +15,8 @@ from schemas.pages import ClassificationResult, OcrResult, OrientationResult, Pa
 
 class PageResult(Model):
     page_no: int = Field(ge=1)
+    # Why this page has no (complete) result: a stage failed, or it never arrived.
+    error: str | None = None
     orientation: OrientationResult | None = None
     classification: ClassificationResult | None = None
     extraction: ExtractionResult | None = None
@@ -28,13 +30,16 @@ class PageResult(Model):
             classification=page.classification,
             extraction=page.extraction,
             ocr=page.ocr,
+            error=page.error,
         )
 
 
 class DocumentResult(Record):
     doc_id: DocId
     operation: Operation
-    status: Literal["completed", "failed"]
+    # completed: every page has its result; partial: some pages failed (see `errors`
+    # and each page's `error`); failed: no page has a result.
+    status: Literal["completed", "partial", "failed"]
     page_count: int = Field(ge=0)  # 0 when the document failed before it was split
     pages: list[PageResult] = Field(default_factory=list)  # sorted by page_no
     # Document-level summary, so most clients never need to look at `pages`.

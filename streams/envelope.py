@@ -107,6 +107,7 @@ class Outgoing:
     key: bytes | None
     value: bytes | None
     headers: list[Header] = field(default_factory=list)
+    partition: int | None = None  # None: the key's partition (murmur2)
 
     def header(self, name: str) -> str | None:
         return header_value(self.headers, name)
@@ -176,6 +177,16 @@ def next_record(topic: str, key: str, record: Record, origin: Origin, step: str)
             traceparent=child_traceparent(origin.header(headers.TRACEPARENT)),
         ),
     )
+
+
+def tick(topic: str, partition: int) -> Outgoing:
+    """An empty record with the tick schema, for one partition (see headers.TICK_SCHEMA)."""
+    hdrs = [
+        (headers.EVENT_ID, str(uuid.uuid4()).encode()),
+        (headers.SCHEMA, headers.TICK_SCHEMA.encode()),
+        (headers.TRACEPARENT, new_traceparent().encode()),
+    ]
+    return Outgoing(topic, None, b"", hdrs, partition)
 
 
 # ---- dead letters ----------------------------------------------------------

@@ -177,6 +177,12 @@ class AgentSettings(BaseModel):
     # How long deliver remembers a delivered document to absorb redelivered pages; keep
     # it under the changelog's retention (streams/topics.py, DELIVER_TABLE_CHANGELOG).
     delivered_ttl_s: float = Field(default=24 * 3600.0, gt=0)
+    # A document still incomplete this long after its first page reached deliver ends
+    # as partial or failed, its missing pages named; pages arriving later are absorbed.
+    document_deadline_s: float = Field(default=2 * 3600.0, gt=0)
+    # How often the agents' leader sends a tick to every docs.pages.done partition, so
+    # deadlines pass on partitions where nothing else arrives.
+    tick_interval_s: float = Field(default=30.0, gt=0)
     web_host: str = "127.0.0.1"
     web_port: int = Field(default=6066, ge=1, le=65535)  # faust's web server: /metrics
     # HMAC-SHA256 key for webhook signatures; callbacks are refused while unset.

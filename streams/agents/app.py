@@ -28,7 +28,7 @@ from streams.agents.notify import WebhookNotifier
 from streams.agents.route import Router
 from streams.agents.table import JsonTable
 from streams.blobs import BlobStore
-from streams.envelope import Origin, Outgoing
+from streams.envelope import Origin, Outgoing, tick
 from streams.settings import Settings
 from streams.topics import (
     CLASSIFIED,
@@ -55,12 +55,10 @@ class _DeliverStep:
         return self.delivery.emits
 
 
-def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> faust.App:
+def _faust_app(settings: Settings) -> faust.App:
     agents = settings.agents
-    topo = settings.topology
-    app_id = topo.agents_app
     app = faust.App(
-        app_id,
+        settings.topology.agents_app,
         broker=settings.kafka.faust_broker_url(),
         broker_credentials=settings.kafka.faust_credentials(),
         store="memory://",  # tables recover from their changelog topic on start
@@ -78,14 +76,23 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
         web_host=agents.web_host,
         web_port=agents.web_port,
     )
-    # Before anything creates the consumer (see _Consumer).
+    # Before anything creates the consumer (see consumer.py).
     app.transport = Transport(app.conf.broker_consumer, app)
+    return app
+
+
+def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> faust.App:
+    agents = settings.agents
+    topo = settings.topology
+    app_id = topo.agents_app
+    app = _faust_app(settings)
     blobs = BlobStore.from_settings(settings.blobs)
     metrics = AgentMetrics(registry or CollectorRegistry(), topo.name(DLQ))
     ingest = Ingest(topo, blobs, group=app_id, max_pixels=agents.max_page_pixels)
     route = Router(topo, group=app_id, min_confidence=agents.min_confidence)
     deliver = Deliver(topo, group=app_id, min_confidence=agents.min_confidence,
-                      delivered_ttl_s=agents.delivered_ttl_s)  # fmt: skip
+                      delivered_ttl_s=agents.delivered_ttl_s,
+                      deadline_s=agents.document_deadline_s)  # fmt: skip
 
     raw_topic = app.topic(topo.name(RAW))
     facts_topic = app.topic(*(topo.name(t) for t in (ORIENTED, CLASSIFIED, EXTRACTED, RECOGNIZED)))
@@ -106,13 +113,18 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
 
     async def send_all(emits: Iterable[Outgoing]) -> None:
         pending = [
-            await app.send(e.topic, key=e.key, value=e.value, headers=e.headers) for e in emits
+            await app.send(
+                e.topic, key=e.key, value=e.value, partition=e.partition, headers=e.headers
+            )
+            for e in emits
         ]
         # Acknowledged by the broker before the input's offset may be committed.
         await asyncio.gather(*pending)
 
     handling = RecordHandling(send_all, dlq_topic=topo.name(DLQ), group=app_id,
                               max_record_bytes=settings.kafka.max_record_bytes)  # fmt: skip
+
+    notify = WebhookNotifier(settings.agents, metrics, handling.send, group=app_id)
 
     async def ingest_step(origin: Origin) -> list[Outgoing]:
         # Rasterizing is CPU work: off the event loop, which serves heartbeats.
@@ -125,8 +137,12 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
     async def ingest_agent(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
         async for event in stream.events():
             started = time.perf_counter()
-            emits = await handling.run("ingest", Origin.from_faust_event(event), ingest_step)
+            origin = Origin.from_faust_event(event)
+            emits = await handling.run("ingest", origin, ingest_step)
             metrics.record("ingest", emits, time.perf_counter() - started)
+            failed = ingest.webhook_for(origin, emits)
+            if failed is not None:
+                await notify(origin, failed)
             yield None
 
     @app.agent(facts_topic, name="route")
@@ -137,7 +153,6 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
             metrics.record("route", emits, time.perf_counter() - started)
             yield None
 
-    notify = WebhookNotifier(settings.agents, metrics, handling.send, group=app_id)
     deliver_step = _DeliverStep(deliver, pages)
 
     @app.agent(done_topic, name="deliver")
@@ -151,11 +166,16 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
             delivery = deliver_step.delivery
             # Only when the step's own outputs went out (not a dead letter instead).
             if delivery is not None and emits == delivery.emits:
-                if delivery.webhook is not None:
-                    await notify(origin, delivery.webhook)
-                if delivery.completed is not None:
-                    deliver.mark_delivered(origin.partition, delivery.completed, pages)
+                for call in delivery.webhooks:
+                    await notify(origin, call)
+                for doc_id in delivery.completed:
+                    deliver.mark_delivered(origin.partition, doc_id, pages)
             yield None
+
+    @app.timer(interval=agents.tick_interval_s, on_leader=True)  # type: ignore[untyped-decorator]
+    async def tick_pages_done() -> None:
+        done = topo.name(PAGES_DONE)
+        await handling.send([tick(done, p) for p in range(PAGES_DONE.partitions)])
 
     @app.page("/metrics")
     async def metrics_page(view: Any, request: Any) -> Any:

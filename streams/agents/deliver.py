@@ -17,15 +17,16 @@ import logging
 import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from schemas import DocumentResult, PageState, RecordError, decode, headers
 from schemas.results import PageResult
 from streams.envelope import Origin, Outgoing, dead_letter, next_record
+from streams.partitioning import partition_for
 from streams.routing import next_step
-from streams.topics import DLQ, RESULTS, Topology
+from streams.topics import DLQ, PAGES_DONE, RESULTS, Topology
 
 log = logging.getLogger(__name__)
 
@@ -38,12 +39,13 @@ Entry = dict[str, Any]
 @dataclass(frozen=True)
 class Delivery:
     emits: list[Outgoing]
-    webhook: WebhookCall | None = None
-    # The doc_id when this page completed its document. The caller marks it delivered
-    # (mark_delivered) only once the result is acknowledged and the webhook done: a
-    # worker that dies in between leaves the pages in the table (and in its changelog),
-    # so the page's redelivery completes the document again instead of being absorbed.
-    completed: str | None = None
+    webhooks: list[WebhookCall] = field(default_factory=list)
+    # The doc_ids this record ended (its page completed the document, or a tick found
+    # them past their deadline). The caller marks them delivered (mark_delivered) only
+    # once the results are acknowledged and the webhooks done: a worker that dies in
+    # between leaves the pages in the table (and in its changelog), so the redelivered
+    # record ends the documents again instead of being absorbed.
+    completed: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,12 @@ class WebhookCall:
     body: bytes  # the DocumentResult exactly as written to docs.results
     idempotency_key: str  # doc_id and the result's event id: equal on a redelivery
     result_emit: Outgoing
+
+    @classmethod
+    def for_result(cls, url: str, result: Outgoing) -> WebhookCall:
+        doc_id, event_id = (result.key or b"").decode(), result.header(headers.EVENT_ID)
+        assert result.value is not None and event_id is not None  # noqa: S101 - next_record sets both
+        return cls(url, result.value, f"{doc_id}:{event_id}", result)
 
 
 class Deliver:
@@ -62,12 +70,14 @@ class Deliver:
         group: str,
         min_confidence: float,
         delivered_ttl_s: float,
+        deadline_s: float = float("inf"),
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.topology = topology
         self.group = group
         self.min_confidence = min_confidence
         self.delivered_ttl_s = delivered_ttl_s
+        self.deadline_s = deadline_s
         self._clock = clock
         # Markers this worker wrote, oldest first, per partition. Markers recovered from
         # the changelog are not here: the changelog's retention drops them instead.
@@ -75,32 +85,64 @@ class Deliver:
 
     def handle(self, origin: Origin, table: MutableMapping[str, Entry]) -> Delivery:
         self._expire(origin.partition, table)
+        if origin.header(headers.SCHEMA) == headers.TICK_SCHEMA:
+            return self._end_overdue(origin, table)
         try:
             page = decode(PageState, origin.value)
         except RecordError as exc:
             dlq = self.topology.name(DLQ)
             return Delivery([dead_letter(origin, dlq_topic=dlq, stage=STAGE, group=self.group,
                                         exc=exc)])  # fmt: skip
-        entry = table.get(page.doc_id) or {"pages": {}}
+        entry = table.get(page.doc_id) or {"pages": {}, "since": self._clock()}
         if entry.get("delivered"):
             log.debug("deliver: duplicate page %d of delivered doc %s", page.page_no, page.doc_id)
             return Delivery([])
         pages: dict[str, Any] = dict(entry["pages"])
         pages[str(page.page_no)] = page.model_dump(mode="json")
         if len(pages) < page.page_count:
-            table[page.doc_id] = {"pages": pages}
+            table[page.doc_id] = {"pages": pages, "since": entry.get("since", self._clock())}
             return Delivery([])
         states = [PageState.model_validate(p) for p in pages.values()]
         result = self.result(states)
-        log.info("deliver: doc %s complete, %d pages", page.doc_id, page.page_count)
+        log.info("deliver: doc %s %s, %d pages", page.doc_id, result.status, page.page_count)
         emit = next_record(self.topology.name(RESULTS), page.doc_id, result, origin, STAGE)
         callback = next((str(p.callback) for p in states if p.callback), None)
-        if callback is None:
-            return Delivery([emit], completed=page.doc_id)
-        event_id = emit.header(headers.EVENT_ID)
-        assert emit.value is not None and event_id is not None  # noqa: S101 - next_record sets both
-        call = WebhookCall(callback, emit.value, f"{page.doc_id}:{event_id}", emit)
-        return Delivery([emit], call, completed=page.doc_id)
+        hooks = [] if callback is None else [WebhookCall.for_result(callback, emit)]
+        return Delivery([emit], hooks, [page.doc_id])
+
+    def _end_overdue(self, tick: Origin, table: MutableMapping[str, Entry]) -> Delivery:
+        """A tick on this partition: documents of the partition still incomplete after
+        `deadline_s` end now, partial or failed, their missing pages named."""
+        now = self._clock()
+        emits: list[Outgoing] = []
+        hooks: list[WebhookCall] = []
+        ended: list[str] = []
+        for doc_id in [d for d in table if self._partition_of(d) == tick.partition]:
+            entry = table.get(doc_id)
+            if not entry or "pages" not in entry:
+                continue
+            since = entry.get("since")
+            if since is None:  # written by an older build: the deadline starts now
+                table[doc_id] = {**entry, "since": now}
+                continue
+            if now - since < self.deadline_s:
+                continue
+            states = [PageState.model_validate(p) for p in entry["pages"].values()]
+            result = self.result(states, missing_reason=(
+                f"no result within the deadline of {self.deadline_s:g}s"))  # fmt: skip
+            log.info("deliver: doc %s %s at its deadline, %d of %d pages", doc_id,
+                     result.status, len(states), result.page_count)  # fmt: skip
+            emit = next_record(self.topology.name(RESULTS), doc_id, result, tick,
+                               f"{STAGE}:deadline:{doc_id}")  # fmt: skip
+            emits.append(emit)
+            callback = next((str(p.callback) for p in states if p.callback), None)
+            if callback is not None:
+                hooks.append(WebhookCall.for_result(callback, emit))
+            ended.append(doc_id)
+        return Delivery(emits, hooks, ended)
+
+    def _partition_of(self, doc_id: str) -> int:
+        return partition_for(doc_id.encode(), PAGES_DONE.partitions)
 
     def mark_delivered(
         self, partition: int, doc_id: str, table: MutableMapping[str, Entry]
@@ -122,10 +164,15 @@ class Deliver:
             if entry is not None and entry.get("delivered") == delivered_at:
                 del table[doc_id]
 
-    def result(self, pages: list[PageState]) -> DocumentResult:
+    def result(self, pages: list[PageState], missing_reason: str = "") -> DocumentResult:
+        """The document's result from its pages; pages absent from `pages` (a deadline
+        passed) are listed as failed with `missing_reason`."""
         pages = sorted(pages, key=lambda p: p.page_no)
         first = pages[0]
+        present = {p.page_no for p in pages}
+        missing = [n for n in range(1, first.page_count + 1) if n not in present]
         errors = [f"page {p.page_no}: {p.error}" for p in pages if p.error]
+        errors += [f"page {n}: missing: {missing_reason}" for n in missing]
         for p in pages:
             note = next_step(p, min_confidence=self.min_confidence).note
             if note and not p.error:
@@ -139,12 +186,20 @@ class Deliver:
             doc_type = max(votes, key=lambda t: (votes[t], -_first_index(classified, t)))
             confidence = min(c.confidence for c in classified if c.document_type is doc_type)
         extracted = next((p.extraction for p in pages if p.extraction), None)
+        failed = sum(1 for p in pages if p.error) + len(missing)
+        status = (
+            "completed" if not failed else "failed" if failed == first.page_count else "partial"
+        )
         return DocumentResult(
             doc_id=first.doc_id,
             operation=first.operation,
-            status="completed",
+            status=status,
             page_count=first.page_count,
-            pages=[PageResult.from_page(p) for p in pages],
+            pages=sorted(
+                [PageResult.from_page(p) for p in pages]
+                + [PageResult(page_no=n, error=f"missing: {missing_reason}") for n in missing],
+                key=lambda p: p.page_no,
+            ),
             document_type=extracted.document_type if extracted else doc_type,
             confidence=confidence,
             image_correction=first.orientation.image_correction if first.orientation else None,

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from schemas import DocumentResult, DocumentSubmitted, PageState, RecordError, decode
 from schemas.pages import BlobRef
 from streams import media
+from streams.agents.deliver import WebhookCall
 from streams.blobs import BlobStore, BlobStoreUnavailableError
 from streams.envelope import Origin, Outgoing, dead_letter, error_message, next_record
 from streams.routing import next_step
@@ -63,6 +64,18 @@ class Ingest:
             ]
             failed = self._failed_result(origin, submitted, exc)
             return out + ([failed] if failed is not None else [])
+
+    def webhook_for(self, origin: Origin, emits: list[Outgoing]) -> WebhookCall | None:
+        """The webhook of a `failed` result ingest emitted, if the submission has a
+        callback: webhook callers get every terminal result, this one included."""
+        results = [e for e in emits if e.topic == self.topology.name(RESULTS)]
+        if not results:
+            return None
+        try:
+            callback = decode(DocumentSubmitted, origin.value).callback  # parsed once already
+        except RecordError:
+            return None
+        return None if callback is None else WebhookCall.for_result(str(callback), results[0])
 
     def _payload(self, sub: DocumentSubmitted) -> bytes:
         p = sub.payload

@@ -3,13 +3,9 @@ clients), the reference every pagestream producer must agree with."""
 
 from __future__ import annotations
 
-from aiokafka.partitioner import DefaultPartitioner
 from confluent_kafka import Message
 
-
-def expected_partition(key: bytes, partitions: int) -> int:
-    every = list(range(partitions))
-    return int(DefaultPartitioner()(key, every, every))
+from streams.partitioning import partition_for as expected_partition
 
 
 def misplaced(messages: list[Message], partitions: int) -> list[tuple[bytes | None, int | None]]:
@@ -19,3 +15,6 @@ def misplaced(messages: list[Message], partitions: int) -> list[tuple[bytes | No
         for m in messages
         if m.key() is not None and m.partition() != expected_partition(m.key(), partitions)
     ]
+
+
+__all__ = ["expected_partition", "misplaced"]

@@ -56,15 +56,17 @@ def test_poison_records_are_dead_lettered_and_neighbours_complete(
     ]
     with node_factory():
         produce(settings, work, records)
-        out = read_committed(settings, [facts, dlq], expect=8, timeout_s=120, settle_s=1)
+        out = read_committed(settings, [facts, dlq], expect=11, timeout_s=120, settle_s=1)
 
-    results = [m for m in out if m.topic() == facts]
+    pages = [decode(PageState, m.value()) for m in out if m.topic() == facts]
     dead = [m for m in out if m.topic() == dlq]
-    assert sorted(decode(PageState, m.value()).doc_id for m in results) == [
-        "good-0",
-        "good-1",
-        "good-2",
-    ]
+    assert sorted(p.doc_id for p in pages if p.error is None) == ["good-0", "good-1", "good-2"]
+    # A page that is a page but cannot be processed comes back with its error, so
+    # deliver can end its document; records that are not pages cannot.
+    errors = {p.doc_id: p.error or "" for p in pages if p.error is not None}
+    assert sorted(errors) == ["bad-huge", "bad-outside", "bad-truncated"]
+    assert errors["bad-truncated"].startswith("classify failed: ImageDecodeError")
+    assert "BlobAccessError" in errors["bad-outside"]
     assert len(dead) == 5
     by_offset = {int(dict(m.headers())[headers.ERROR_OFFSET]): m for m in dead}
     assert sorted(by_offset) == [1, 2, 4, 5, 6]
@@ -131,10 +133,14 @@ def test_a_model_exception_is_isolated_to_its_record(
     engine = PickyEngine(model_registry.rules)
     with node_factory(vlm=engine, max_batch=8):
         produce(settings, work, [(KEY, encode(p)) for p in pages])
-        out = read_committed(settings, [facts, dlq], expect=7, settle_s=1)
-    done = sorted(decode(PageState, m.value()).doc_id for m in out if m.topic() == facts)
+        out = read_committed(settings, [facts, dlq], expect=8, settle_s=1)
+    facts_pages = [decode(PageState, m.value()) for m in out if m.topic() == facts]
+    done = sorted(p.doc_id for p in facts_pages if p.error is None)
     dead = [m for m in out if m.topic() == dlq]
     assert done == ["m-0", "m-1", "m-2", "m-4", "m-5", "m-6"]
+    assert [(p.doc_id, p.error) for p in facts_pages if p.error] == [
+        ("m-3", "extract failed: RuntimeError: model crashed on this page")
+    ]
     assert len(dead) == 1
     h = dict(dead[0].headers())
     assert decode(PageState, dead[0].value()).doc_id == "m-3"
@@ -156,10 +162,13 @@ def test_a_result_too_large_for_kafka_is_dead_lettered_not_a_crash_loop(
     small = make_page(doc.image, doc_id="small")
     with node_factory(max_output_bytes=12_000):
         produce(settings, work, [(KEY, encode(big)), (KEY, encode(small))])
-        out = read_committed(settings, [facts, dlq], expect=2, settle_s=1)
-    (result,) = [m for m in out if m.topic() == facts]
+        out = read_committed(settings, [facts, dlq], expect=3, settle_s=1)
+    results = [decode(PageState, m.value()) for m in out if m.topic() == facts]
     (dead,) = [m for m in out if m.topic() == dlq]
-    assert decode(PageState, result.value()).doc_id == "small"
+    assert [p.doc_id for p in results if p.error is None] == ["small"]
+    # The page comes back without its bulk, with the reason, so its document can end.
+    (slim,) = [p for p in results if p.error is not None]
+    assert slim.doc_id == "big" and slim.attributes == {} and "OutputTooLargeError" in slim.error
     h = dict(dead.headers())
     assert h[headers.ERROR_EXCEPTION_CLASS].endswith(b"OutputTooLargeError")
     assert b"max_output_bytes" in h[headers.ERROR_EXCEPTION_MESSAGE]

@@ -20,7 +20,8 @@ from schemas import (
 )
 from schemas.pages import BlobRef
 from streams.agents.deliver import Deliver
-from streams.envelope import Origin, Outgoing
+from streams.envelope import Origin, Outgoing, tick
+from streams.partitioning import partition_for
 from streams.topics import DLQ, PAGES_DONE, RESULTS, Topology
 
 TOPO = Topology("t.")
@@ -60,15 +61,19 @@ def _origin(page: PageState | bytes, partition: int = 0) -> Origin:
     return Origin(TOPO.name(PAGES_DONE), partition, next(_offsets), None, key, value)
 
 
+DEADLINE_S = 600.0
+
+
 def _deliver(clock: Clock) -> Deliver:
-    return Deliver(TOPO, group="g", min_confidence=0.6, delivered_ttl_s=TTL_S, clock=clock)
+    return Deliver(TOPO, group="g", min_confidence=0.6, delivered_ttl_s=TTL_S,
+                   deadline_s=DEADLINE_S, clock=clock)  # fmt: skip
 
 
 def _run(deliver: Deliver, origin: Origin, table: dict[str, Any]) -> list[Outgoing]:
     """What the deliver agent does with one record, once its sends are acknowledged."""
     outcome = deliver.handle(origin, table)
-    if outcome.completed is not None:
-        deliver.mark_delivered(origin.partition, outcome.completed, table)
+    for doc_id in outcome.completed:
+        deliver.mark_delivered(origin.partition, doc_id, table)
     return outcome.emits
 
 
@@ -77,7 +82,7 @@ def test_a_document_is_emitted_once_when_its_last_page_arrives() -> None:
     assert _run(deliver, _origin(_page("d", 2, 2)), table) == []
     outcome = deliver.handle(_origin(_page("d", 1, 2)), table)
     (emit,) = outcome.emits
-    assert (emit.topic, emit.key, outcome.webhook) == (TOPO.name(RESULTS), b"d", None)
+    assert (emit.topic, emit.key, outcome.webhooks) == (TOPO.name(RESULTS), b"d", [])
     assert emit.value is not None
     result = decode(DocumentResult, emit.value)
     assert [p.page_no for p in result.pages] == [1, 2]
@@ -104,16 +109,16 @@ def test_a_completion_not_marked_delivered_is_done_again_on_redelivery() -> None
     origin = _origin(page)
     first = deliver.handle(origin, table)
     again = deliver.handle(origin, table)
-    assert first.webhook is not None and again.webhook is not None
-    assert again.webhook.idempotency_key == first.webhook.idempotency_key
-    assert again.completed == "d"
+    assert len(first.webhooks) == len(again.webhooks) == 1
+    assert again.webhooks[0].idempotency_key == first.webhooks[0].idempotency_key
+    assert again.completed == ["d"]
 
 
 def test_an_unreadable_page_is_dead_lettered() -> None:
     deliver, table = _deliver(Clock()), dict[str, Any]()
     outcome = deliver.handle(_origin(b"{not json"), table)
     (emit,) = outcome.emits
-    assert (emit.topic, emit.value, outcome.completed) == (TOPO.name(DLQ), b"{not json", None)
+    assert (emit.topic, emit.value, outcome.completed) == (TOPO.name(DLQ), b"{not json", [])
     assert table == {}
 
 
@@ -147,3 +152,60 @@ def test_an_old_expiry_does_not_drop_a_newer_marker() -> None:
     _run(deliver, _origin(_page("y", 1, 2)), table)
     assert "a" in table
     assert _run(deliver, _origin(_page("a", 1, 1)), table) == []
+
+
+def _failed(doc_id: str, page_no: int, page_count: int) -> PageState:
+    page = _page(doc_id, page_no, page_count)
+    error = "classify failed: ImageDecodeError: truncated"
+    return page.model_copy(update={"classification": None, "error": error})
+
+
+def test_a_document_with_some_failed_pages_ends_partial_and_with_all_failed_ends_failed() -> None:
+    deliver, table = _deliver(Clock()), dict[str, Any]()
+    assert _run(deliver, _origin(_failed("half", 2, 2)), table) == []
+    (emit,) = _run(deliver, _origin(_page("half", 1, 2)), table)
+    half = decode(DocumentResult, emit.value or b"")
+    assert half.status == "partial"
+    assert half.errors == ["page 2: classify failed: ImageDecodeError: truncated"]
+    assert [p.error for p in half.pages] == [None, "classify failed: ImageDecodeError: truncated"]
+    assert half.document_type is DocumentType.letter  # from the page that succeeded
+
+    (emit,) = _run(deliver, _origin(_failed("none", 1, 1)), table)
+    none = decode(DocumentResult, emit.value or b"")
+    assert (none.status, none.document_type) == ("failed", None)
+
+
+def _tick(partition: int) -> Origin:
+    return Origin(TOPO.name(PAGES_DONE), partition, next(_offsets), None, None, b"",
+                  tuple(tick("unused", partition).headers))  # fmt: skip
+
+
+def test_a_tick_ends_documents_past_their_deadline_on_its_partition_only() -> None:
+    clock = Clock()
+    deliver, table = _deliver(clock), dict[str, Any]()
+    late = _page("late", 1, 3).model_copy(update={"callback": HttpUrl("https://example.com/h")})
+    p_late = partition_for(b"late", PAGES_DONE.partitions)
+    assert _run(deliver, _origin(late, p_late), table) == []
+    # Not yet past the deadline, or another partition's tick: nothing ends.
+    clock.now += DEADLINE_S - 1
+    assert _run(deliver, _tick(p_late), table) == []
+    clock.now += 2
+    assert _run(deliver, _tick((p_late + 1) % PAGES_DONE.partitions), table) == []
+    outcome = deliver.handle(_tick(p_late), table)
+    (emit,) = outcome.emits
+    assert (emit.topic, emit.key, outcome.completed) == (TOPO.name(RESULTS), b"late", ["late"])
+    assert [w.url for w in outcome.webhooks] == ["https://example.com/h"]
+    result = decode(DocumentResult, emit.value or b"")
+    assert result.status == "partial" and result.page_count == 3
+    assert [(p.page_no, p.error is None) for p in result.pages] == [
+        (1, True),
+        (2, False),
+        (3, False),
+    ]
+    assert result.errors == [
+        "page 2: missing: no result within the deadline of 600s",
+        "page 3: missing: no result within the deadline of 600s",
+    ]
+    deliver.mark_delivered(p_late, "late", table)
+    # The missing pages arriving after all are absorbed: one terminal result per document.
+    assert _run(deliver, _origin(_page("late", 2, 3), p_late), table) == []
