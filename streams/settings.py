@@ -185,6 +185,8 @@ class AgentSettings(BaseModel):
     tick_interval_s: float = Field(default=30.0, gt=0)
     web_host: str = "127.0.0.1"
     web_port: int = Field(default=6066, ge=1, le=65535)  # faust's web server: /metrics
+    # faust's own files ("<app id>-data" below it); faust's default is the working folder.
+    data_dir: Path = _CACHE / "agents"
     # HMAC-SHA256 key for webhook signatures; callbacks are refused while unset.
     webhook_secret: SecretStr | None = None
     # Loopback/private/link-local webhook hosts are refused (SSRF) unless allowed.

@@ -57,6 +57,7 @@ class _DeliverStep:
 
 def _faust_app(settings: Settings) -> faust.App:
     agents = settings.agents
+    agents.data_dir.mkdir(parents=True, exist_ok=True)  # faust creates only the last level
     app = faust.App(
         settings.topology.agents_app,
         broker=settings.kafka.faust_broker_url(),
@@ -75,6 +76,7 @@ def _faust_app(settings: Settings) -> faust.App:
         topic_replication_factor=settings.topics.replication_factor,
         web_host=agents.web_host,
         web_port=agents.web_port,
+        datadir=str(agents.data_dir / "{conf.name}-data"),
     )
     # Before anything creates the consumer (see consumer.py).
     app.transport = Transport(app.conf.broker_consumer, app)
