@@ -23,7 +23,8 @@ from schemas.extraction import ExtractionResult
 
 
 class BlobRef(Model):
-    """A page image in the blob store (claim check): stages pass references, not bytes."""
+    """Bytes in the blob store (claim check): a page image, or a part of a result too
+    large for a Kafka record. Stages pass references, not bytes."""
 
     uri: str
     sha256: Sha256

@@ -10,7 +10,7 @@ from pydantic_core import PydanticCustomError
 
 from schemas.common import Attributes, Confidence, DocId, DocumentType, Model, Operation, Record
 from schemas.extraction import ExtractionResult, TypedFields
-from schemas.pages import ClassificationResult, OcrResult, OrientationResult, PageState
+from schemas.pages import BlobRef, ClassificationResult, OcrResult, OrientationResult, PageState
 
 
 class PageResult(Model):
@@ -42,6 +42,9 @@ class DocumentResult(Record):
     status: Literal["completed", "partial", "failed"]
     page_count: int = Field(ge=0)  # 0 when the document failed before it was split
     pages: list[PageResult] = Field(default_factory=list)  # sorted by page_no
+    # Set when `pages` would not fit in a Kafka record: the JSON array of PageResult in
+    # the blob store (claim check), and `pages` is empty.
+    pages_ref: BlobRef | None = None
     # Document-level summary, so most clients never need to look at `pages`.
     document_type: DocumentType | None = None
     confidence: Confidence | None = None

@@ -94,7 +94,8 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
     route = Router(topo, group=app_id, min_confidence=agents.min_confidence)
     deliver = Deliver(topo, group=app_id, min_confidence=agents.min_confidence,
                       delivered_ttl_s=agents.delivered_ttl_s,
-                      deadline_s=agents.document_deadline_s)  # fmt: skip
+                      deadline_s=agents.document_deadline_s, blobs=blobs,
+                      max_record_bytes=settings.kafka.max_record_bytes)  # fmt: skip
 
     raw_topic = app.topic(topo.name(RAW))
     facts_topic = app.topic(*(topo.name(t) for t in (ORIENTED, CLASSIFIED, EXTRACTED, RECOGNIZED)))

@@ -13,6 +13,7 @@ key absorb.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections import Counter, defaultdict, deque
@@ -21,9 +22,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from schemas import DocumentResult, PageState, RecordError, decode, headers
+from schemas import DocumentResult, PageState, RecordError, decode, encode, headers
+from schemas.pages import BlobRef
 from schemas.results import PageResult
-from streams.envelope import Origin, Outgoing, dead_letter, next_record
+from streams.blobs import BlobStore
+from streams.envelope import RECORD_OVERHEAD_BYTES, Origin, Outgoing, dead_letter, next_record
 from streams.partitioning import partition_for
 from streams.routing import next_step
 from streams.topics import DLQ, PAGES_DONE, RESULTS, Topology
@@ -32,7 +35,9 @@ log = logging.getLogger(__name__)
 
 STAGE = "deliver"
 
-# Table value per doc_id: {"pages": {page_no: PageState JSON}}, then {"delivered": epoch s}.
+# Table values: per document (key doc_id) {"seen": [page_no...], "since": epoch s}, then
+# {"delivered": epoch s}; per page (key "doc_id/page_no") the PageState JSON, deleted
+# when the document ends.
 Entry = dict[str, Any]
 
 
@@ -71,8 +76,12 @@ class Deliver:
         min_confidence: float,
         delivered_ttl_s: float,
         deadline_s: float = float("inf"),
+        blobs: BlobStore | None = None,
+        max_record_bytes: int | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        self.blobs = blobs
+        self.max_record_bytes = max_record_bytes
         self.topology = topology
         self.group = group
         self.min_confidence = min_confidence
@@ -93,53 +102,86 @@ class Deliver:
             dlq = self.topology.name(DLQ)
             return Delivery([dead_letter(origin, dlq_topic=dlq, stage=STAGE, group=self.group,
                                         exc=exc)])  # fmt: skip
-        entry = table.get(page.doc_id) or {"pages": {}, "since": self._clock()}
+        entry = self._doc_entry(page.doc_id, table)
         if entry.get("delivered"):
             log.debug("deliver: duplicate page %d of delivered doc %s", page.page_no, page.doc_id)
             return Delivery([])
-        pages: dict[str, Any] = dict(entry["pages"])
-        pages[str(page.page_no)] = page.model_dump(mode="json")
-        if len(pages) < page.page_count:
-            table[page.doc_id] = {"pages": pages, "since": entry.get("since", self._clock())}
+        seen: list[int] = entry["seen"]
+        if page.page_no in seen:
+            return Delivery([])  # redelivered (at-least-once): the first copy stands
+        if len(seen) + 1 < page.page_count:
+            # One entry per page, and a small one per document: a page costs the size of
+            # a page, not of the document so far (no whole-document rewrite per page).
+            table[_page_key(page.doc_id, page.page_no)] = page.model_dump(mode="json")
+            table[page.doc_id] = {**entry, "seen": [*seen, page.page_no]}
             return Delivery([])
-        states = [PageState.model_validate(p) for p in pages.values()]
-        result = self.result(states)
-        log.info("deliver: doc %s %s, %d pages", page.doc_id, result.status, page.page_count)
-        emit = next_record(self.topology.name(RESULTS), page.doc_id, result, origin, STAGE)
+        states = [*self._stored_pages(page.doc_id, seen, table), page]
+        return self._end(page.doc_id, states, origin, STAGE)
+
+    def _end(self, doc_id: str, states: list[PageState], origin: Origin, step: str,
+             missing_reason: str = "") -> Delivery:  # fmt: skip
+        result = self._claim_checked(self.result(states, missing_reason))
+        log.info("deliver: doc %s %s, %d of %d pages", doc_id, result.status, len(states),
+                 result.page_count)  # fmt: skip
+        emit = next_record(self.topology.name(RESULTS), doc_id, result, origin, step)
         callback = next((str(p.callback) for p in states if p.callback), None)
         hooks = [] if callback is None else [WebhookCall.for_result(callback, emit)]
-        return Delivery([emit], hooks, [page.doc_id])
+        return Delivery([emit], hooks, [doc_id])
+
+    def _claim_checked(self, result: DocumentResult) -> DocumentResult:
+        """`result`, its pages moved to the blob store if it would not fit in a record
+        (a long OCR'd document): the record keeps the summary and a reference."""
+        if self.blobs is None or self.max_record_bytes is None:
+            return result
+        if len(encode(result)) + RECORD_OVERHEAD_BYTES * 4 <= self.max_record_bytes:
+            return result
+        pages = json.dumps([p.model_dump(mode="json") for p in result.pages]).encode()
+        stored = self.blobs.put(pages)
+        ref = BlobRef(uri=stored.uri, sha256=stored.sha256, media_type="application/json",
+                      size_bytes=stored.size_bytes)  # fmt: skip
+        log.info("deliver: doc %s pages moved to the blob store (%d bytes)", result.doc_id,
+                 len(pages))  # fmt: skip
+        return result.model_copy(update={"pages": [], "pages_ref": ref})
+
+    def _doc_entry(self, doc_id: str, table: MutableMapping[str, Entry]) -> Entry:
+        """The document's entry: {"seen": [page_no...], "since": epoch s} while pages
+        arrive, {"delivered": epoch s} once it ended."""
+        entry = table.get(doc_id)
+        if entry is None:
+            return {"seen": [], "since": self._clock()}
+        if "pages" in entry:  # written by an older build: the pages inside the entry
+            for n, stored in entry["pages"].items():
+                table[_page_key(doc_id, int(n))] = stored
+            entry = {"seen": sorted(int(n) for n in entry["pages"]),
+                     "since": entry.get("since", self._clock())}  # fmt: skip
+            table[doc_id] = entry
+        return entry
+
+    @staticmethod
+    def _stored_pages(
+        doc_id: str, seen: list[int], table: MutableMapping[str, Entry]
+    ) -> list[PageState]:
+        return [PageState.model_validate(table[_page_key(doc_id, n)]) for n in seen]
 
     def _end_overdue(self, tick: Origin, table: MutableMapping[str, Entry]) -> Delivery:
         """A tick on this partition: documents of the partition still incomplete after
         `deadline_s` end now, partial or failed, their missing pages named."""
         now = self._clock()
-        emits: list[Outgoing] = []
-        hooks: list[WebhookCall] = []
-        ended: list[str] = []
-        for doc_id in [d for d in table if self._partition_of(d) == tick.partition]:
-            entry = table.get(doc_id)
-            if not entry or "pages" not in entry:
+        ended = Delivery([])
+        docs = [k for k in table if "/" not in k and self._partition_of(k) == tick.partition]
+        for doc_id in docs:
+            entry = self._doc_entry(doc_id, table)
+            if entry.get("delivered") or now - entry["since"] < self.deadline_s:
                 continue
-            since = entry.get("since")
-            if since is None:  # written by an older build: the deadline starts now
-                table[doc_id] = {**entry, "since": now}
+            states = self._stored_pages(doc_id, entry["seen"], table)
+            if not states:
                 continue
-            if now - since < self.deadline_s:
-                continue
-            states = [PageState.model_validate(p) for p in entry["pages"].values()]
-            result = self.result(states, missing_reason=(
-                f"no result within the deadline of {self.deadline_s:g}s"))  # fmt: skip
-            log.info("deliver: doc %s %s at its deadline, %d of %d pages", doc_id,
-                     result.status, len(states), result.page_count)  # fmt: skip
-            emit = next_record(self.topology.name(RESULTS), doc_id, result, tick,
-                               f"{STAGE}:deadline:{doc_id}")  # fmt: skip
-            emits.append(emit)
-            callback = next((str(p.callback) for p in states if p.callback), None)
-            if callback is not None:
-                hooks.append(WebhookCall.for_result(callback, emit))
-            ended.append(doc_id)
-        return Delivery(emits, hooks, ended)
+            reason = f"no result within the deadline of {self.deadline_s:g}s"
+            one = self._end(doc_id, states, tick, f"{STAGE}:deadline:{doc_id}", reason)
+            ended.emits.extend(one.emits)
+            ended.webhooks.extend(one.webhooks)
+            ended.completed.extend(one.completed)
+        return ended
 
     def _partition_of(self, doc_id: str) -> int:
         return partition_for(doc_id.encode(), PAGES_DONE.partitions)
@@ -147,7 +189,12 @@ class Deliver:
     def mark_delivered(
         self, partition: int, doc_id: str, table: MutableMapping[str, Entry]
     ) -> None:
-        """Shrinks a completed document's entry to a marker that absorbs later duplicates."""
+        """Replaces a document's entries by a marker that absorbs later duplicates."""
+        entry = table.get(doc_id) or {}
+        for n in entry.get("seen", []):
+            key = _page_key(doc_id, n)
+            if key in table:
+                del table[key]
         delivered_at = self._clock()
         table[doc_id] = {"delivered": delivered_at}
         self._delivered[partition].append((delivered_at, doc_id))
@@ -209,6 +256,12 @@ class Deliver:
             submitted_at=first.submitted_at,
             completed_at=datetime.now(UTC),
         )
+
+
+def _page_key(doc_id: str, page_no: int) -> str:
+    # "/" never appears in a doc_id (schemas.common.DocId), so page keys never collide
+    # with document keys.
+    return f"{doc_id}/{page_no}"
 
 
 def _first_index(classified: list[Any], doc_type: Any) -> int:

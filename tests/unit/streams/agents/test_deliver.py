@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -133,9 +134,9 @@ def test_delivered_markers_expire_in_their_own_partition_only() -> None:
     # A record of partition 0 may delete partition 0's markers (a table write goes to
     # the changelog partition of the record being processed), not partition 1's.
     _run(deliver, _origin(_page("c", 1, 2), partition=0), table)
-    assert set(table) == {"b", "c"}
+    assert set(table) == {"b", "c", "c/1"}  # a's marker expired; c and its page 1 are new
     _run(deliver, _origin(_page("d", 1, 2), partition=1), table)
-    assert set(table) == {"c", "d"}
+    assert set(table) == {"c", "c/1", "d", "d/1"}
     # Forgotten: a late redelivery yields the result again (same key; compaction and
     # the webhook's idempotency key absorb it).
     assert len(_run(deliver, _origin(_page("a", 1, 1), partition=0), table)) == 1
@@ -209,3 +210,63 @@ def test_a_tick_ends_documents_past_their_deadline_on_its_partition_only() -> No
     deliver.mark_delivered(p_late, "late", table)
     # The missing pages arriving after all are absorbed: one terminal result per document.
     assert _run(deliver, _origin(_page("late", 2, 3), p_late), table) == []
+
+
+class _RecordingTable(dict[str, Any]):
+    """A dict that records how many bytes each write would put in the changelog."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[int] = []
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.writes.append(len(json.dumps(value)))
+        super().__setitem__(key, value)
+
+
+def test_each_page_costs_one_page_in_the_table_not_the_document_so_far() -> None:
+    # The entry was the whole document, rewritten on every page: quadratic in pages, and
+    # over the record limit for long documents with many attributes.
+    deliver, table = _deliver(Clock()), _RecordingTable()
+    pages = 60
+    for n in range(1, pages):
+        assert _run(deliver, _origin(_page("long", n, pages)), table) == []
+    one_page = len(_page("long", 1, pages).model_dump_json())
+    assert max(table.writes) < 2 * one_page
+    (emit,) = _run(deliver, _origin(_page("long", pages, pages)), table)
+    assert len(decode(DocumentResult, emit.value or b"").pages) == pages
+    assert set(table) == {"long"}  # page entries deleted, the marker stays
+
+
+def test_entries_written_by_the_previous_layout_still_complete() -> None:
+    deliver, table = _deliver(Clock()), dict[str, Any]()
+    table["old"] = {"pages": {"1": _page("old", 1, 2).model_dump(mode="json")}}
+    (emit,) = _run(deliver, _origin(_page("old", 2, 2)), table)
+    assert [p.page_no for p in decode(DocumentResult, emit.value or b"").pages] == [1, 2]
+
+
+def test_a_result_too_large_for_a_record_moves_its_pages_to_the_blob_store(tmp_path) -> None:
+    from schemas.pages import OcrResult
+    from schemas.results import PageResult
+    from streams.blobs import BlobStore
+
+    store = BlobStore(str(tmp_path / "blobs"))
+    deliver = Deliver(TOPO, group="g", min_confidence=0.6, delivered_ttl_s=TTL_S,
+                      blobs=store, max_record_bytes=20_000)  # fmt: skip
+    table = dict[str, Any]()
+    text = "lorem ipsum " * 400  # ~5 KB of text per page, 8 pages
+    pages = [_page("long-ocr", n, 8).model_copy(update={"ocr": OcrResult(text=text,
+             confidence=0.9)}) for n in range(1, 9)]  # fmt: skip
+    for page in pages[:-1]:
+        assert _run(deliver, _origin(page), table) == []
+    (emit,) = _run(deliver, _origin(pages[-1]), table)
+    assert emit.fits(20_000)
+    result = decode(DocumentResult, emit.value or b"")
+    assert result.status == "completed" and result.pages == [] and result.pages_ref is not None
+    stored = json.loads(store.get(result.pages_ref.uri, expected_sha256=result.pages_ref.sha256))
+    restored = [PageResult.model_validate(p) for p in stored]
+    assert [p.page_no for p in restored] == list(range(1, 9))
+    assert all(p.ocr is not None and p.ocr.text == text for p in restored)
+    # A small result stays whole.
+    (small,) = _run(deliver, _origin(_page("short", 1, 1)), table)
+    assert decode(DocumentResult, small.value or b"").pages_ref is None
