@@ -45,7 +45,7 @@ from gpu_node.registry import ModelRegistry
 from gpu_node.scheduler import ExtractionScheduler
 from gpu_node.stages import StageOutcome, SyncStages
 from gpu_node.tasks import Task
-from gpu_node.transactions import FatalNodeError, Transactions
+from gpu_node.transactions import FatalNodeError, Transactions, WedgedClientError
 from schemas import PageState, Stage, decode, headers
 from streams.blobs import BlobStore, BlobStoreUnavailableError
 from streams.envelope import Origin, Outgoing, dead_letter, error_message, next_record
@@ -166,9 +166,17 @@ class GpuNode:
             while not stop.is_set():
                 self.step()
             self._drain(self.settings.shutdown_grace_s)
-        finally:
+        except WedgedClientError:
+            # Closing the clients could block as the wedged call does; the entry point
+            # exits the process, and the restarted node aborts the open transaction.
+            self.health.ready, self.health.reason = False, "a Kafka client is wedged"
+            raise
+        except BaseException:
             self.health.ready, self.health.reason = False, "stopping"
             self._close(runner)
+            raise
+        self.health.ready, self.health.reason = False, "stopping"
+        self._close(runner)
 
     def _load_models(self) -> None:
         # Loaded before the node joins the group, so the first batch is not slow

@@ -8,6 +8,7 @@ extraction engines.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 
@@ -17,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from gpu_node.extraction.engines import Engines, build_vlm
 from gpu_node.loop import GpuNode
 from gpu_node.registry import ModelRegistry
-from gpu_node.transactions import FatalNodeError
+from gpu_node.transactions import FatalNodeError, WedgedClientError
 from streams import kafka
 from streams.blobs import BlobStore
 from streams.settings import Settings
@@ -79,6 +80,11 @@ def run_node(settings: Settings | None = None) -> int:
     signal.signal(signal.SIGINT, _on_signal)
     try:
         node.run(stop)
+    except WedgedClientError:
+        log.exception("GPU node: a Kafka client is wedged; exiting at once so it is restarted")
+        logging.shutdown()
+        # Not a normal exit: destroying the wedged client could block as the call did.
+        os._exit(1)
     except FatalNodeError:
         log.exception("GPU node stopped by a fatal Kafka error; restart it")
         return 1

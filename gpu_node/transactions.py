@@ -21,6 +21,7 @@ What goes wrong, and what happens then:
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 
@@ -38,6 +39,18 @@ _COMMIT_RETRIES = 5
 
 class FatalNodeError(RuntimeError):
     """The transactional producer is unusable (fenced or fatal): the process must restart."""
+
+
+class WedgedClientError(FatalNodeError):
+    """A client call did not return long after its own timeout: the client is wedged and
+    only a new process (which aborts the open transaction on start) gets out of it."""
+
+
+# How long past its own timeout a client call may take before the client counts as
+# wedged. librdkafka's send_offsets_to_transaction() can block forever when the group
+# coordinator goes away during the call (it never checks its coordinator-request
+# timeout: confluentinc/librdkafka#5456, #5511); seen here after a broker restart.
+_WEDGED_AFTER_S = 30.0
 
 
 class Transactions:
@@ -70,8 +83,11 @@ class Transactions:
             for out in ready.outputs:
                 self._produce(out)
             offsets = [TopicPartition(t, p, o) for (t, p), o in ready.next_offsets.items()]
-            producer.send_offsets_to_transaction(
-                offsets, consumer.consumer_group_metadata(), TXN_TIMEOUT_S
+            metadata = consumer.consumer_group_metadata()
+            _bounded(
+                "send_offsets_to_transaction",
+                lambda: producer.send_offsets_to_transaction(offsets, metadata, TXN_TIMEOUT_S),
+                TXN_TIMEOUT_S + _WEDGED_AFTER_S,
             )
             self._commit_with_retries()
             self._open = False
@@ -135,3 +151,24 @@ class Transactions:
         for (topic, partition), offset in ready.first_offsets.items():
             if (topic, partition) in assigned:
                 self._consumer.seek(TopicPartition(topic, partition, offset))
+
+
+def _bounded(what: str, call: Callable[[], object], limit_s: float) -> None:
+    """Run `call` in a daemon thread; raise WedgedClientError if it has not returned
+    within `limit_s`, re-raise what it raised otherwise."""
+    done = threading.Event()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # handed to the caller's thread
+            failure.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"pagestream-{what}", daemon=True).start()
+    if not done.wait(limit_s):
+        raise WedgedClientError(f"{what} did not return within {limit_s:.0f}s")
+    if failure:
+        raise failure[0]
