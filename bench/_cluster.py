@@ -9,13 +9,52 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from streams import broker
-from streams.settings import BrokerSettings
+from streams.settings import BrokerSettings, TopicSettings
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _free_for_nodes(nodes: int, taken: set[int]) -> int:
+    """A base port such that every node's port (base + step*k) is free."""
+    while True:
+        base = free_port()
+        ports = {base + broker.NODE_PORT_STEP * k for k in range(nodes)}
+        if ports & taken or max(ports) > 65535:
+            continue
+        if all(_bindable(p) for p in ports):
+            return base
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def cluster_settings(data_dir: Path, nodes: int = 1, heap: str = "768m") -> BrokerSettings:
+    """An embedded broker of `nodes` nodes on free ports with its data in `data_dir`."""
+    port = _free_for_nodes(nodes, set())
+    taken = {port + broker.NODE_PORT_STEP * k for k in range(nodes)}
+    controller_port = _free_for_nodes(nodes, taken)
+    return BrokerSettings(
+        nodes=nodes, port=port, controller_port=controller_port, data_dir=data_dir, heap=heap
+    )
+
+
+def replicated_topics(prefix: str, nodes: int) -> TopicSettings:
+    """Topics as a production cluster of `nodes` brokers has them: three copies and two
+    in sync to acknowledge once there are three brokers."""
+    replicas = min(3, nodes)
+    return TopicSettings(
+        prefix=prefix, replication_factor=replicas, min_insync_replicas=2 if replicas >= 3 else None
+    )
 
 
 @contextmanager
@@ -28,9 +67,7 @@ def cluster(bootstrap: str | None) -> Iterator[tuple[str, Path]]:
         if bootstrap is not None:
             yield bootstrap, scratch
             return
-        settings = BrokerSettings(
-            port=free_port(), controller_port=free_port(), data_dir=scratch / "broker"
-        )
+        settings = cluster_settings(scratch / "broker")
         try:
             yield broker.start(settings).bootstrap, scratch
         finally:

@@ -1,16 +1,22 @@
 """Chaos: documents through the whole pipeline while its processes and the broker die.
 
     python -m bench.chaos --docs 10000 --node-kills 4 --worker-kills 4 --broker-restarts 2
+    python -m bench.chaos --brokers 3 --docs 2000 --broker-restarts 2
 
 Runs the real pipeline (a throw-away broker, `pagestream gpu-node` and N
 `pagestream agents` workers as child processes, classify on small synthetic pages),
 submits every document up front, and while results arrive SIGKILLs the GPU node, an
-agent worker and the broker itself at evenly spread points of progress. A child that
-dies on its own (a fatal Kafka error after the broker went away) is restarted, as an
+agent worker and the broker itself at evenly spread points of progress. With one
+broker, a broker restart is a SIGKILL and an immediate start; on a cluster
+(`--brokers 3`: replication factor 3, min.insync.replicas 2) one node is SIGKILLed,
+the pipeline runs on the other two until results have moved on by a twentieth of the
+documents, and then the node comes back. A child that dies on its own (a fatal Kafka
+error after the broker went away, the GPU node's watchdog) is restarted, as an
 orchestrator would. Reported: documents, results read (raw, with duplicates),
 distinct documents with a result, lost documents, statuses, documents left in
-deliver's table, kills and restarts. `tests/integration/test_chaos.py` runs the same
-harness at a few hundred documents.
+deliver's table, kills and restarts, and per event how long results stopped
+(`stalls_s`: from the event to the next result). `tests/integration/test_chaos.py`
+runs the same harness at a few hundred documents.
 """
 
 from __future__ import annotations
@@ -29,9 +35,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
-from bench._cluster import free_port
+from bench._cluster import cluster_settings, free_port, replicated_topics
 from schemas import DocumentResult, Operation, Options, decode
 from streams import broker, kafka, topics_apply
 from streams.settings import BrokerSettings, Settings
@@ -51,6 +57,8 @@ class ChaosPlan:
     broker_restarts: int = 1
     workers: int = 2
     timeout_s: float = 900.0
+    # On a cluster, a killed node comes back once results moved on by this share.
+    node_down_share: float = 0.05
 
 
 @dataclass
@@ -63,6 +71,8 @@ class ChaosReport:
     left_in_table: int = 0
     events: list[str] = field(default_factory=list)
     restarts_after_crash: list[str] = field(default_factory=list)
+    # Per event, seconds from the event to the next result.
+    stalls_s: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
 
     @property
@@ -80,6 +90,7 @@ class ChaosReport:
             "left_in_table": self.left_in_table,
             "events": self.events,
             "restarts_after_crash": self.restarts_after_crash,
+            "stalls_s": {event: round(s, 1) for event, s in self.stalls_s.items()},
             "seconds": round(self.seconds, 1),
         }
 
@@ -132,6 +143,7 @@ def _env(settings: Settings, node_txn_id: str) -> dict[str, str]:
         {
             "PAGESTREAM_KAFKA__BOOTSTRAP_SERVERS": settings.kafka.bootstrap_servers,
             "PAGESTREAM_TOPICS__PREFIX": settings.topics.prefix,
+            "PAGESTREAM_TOPICS__REPLICATION_FACTOR": str(settings.topics.replication_factor),
             "PAGESTREAM_BLOBS__ROOT": settings.blobs.root,
             "PAGESTREAM_NODE__TRANSACTIONAL_ID": node_txn_id,
             "PAGESTREAM_NODE__HTTP_PORT": "0",
@@ -171,14 +183,30 @@ def _schedule(plan: ChaosPlan) -> list[tuple[float, str]]:
     return sorted(events)
 
 
-def _restart_broker(broker_settings: BrokerSettings) -> None:
-    info = broker.status(broker_settings)
-    if info is not None:
-        os.kill(info.pid, signal.SIGKILL)
-        deadline = time.monotonic() + 30
-        while broker.status(broker_settings) is not None and time.monotonic() < deadline:
-            time.sleep(0.1)
-    broker.start(broker_settings)
+class _BrokerChaos:
+    """SIGKILLs broker nodes: the only node, restarted at once; or, on a cluster, one
+    node at a time (in turn), restarted by `revive` once the pipeline moved on."""
+
+    def __init__(self, settings: BrokerSettings) -> None:
+        self.settings = settings
+        self.nodes = [n.node_id for n in broker.layout(settings)]
+        self.kills = 0
+        self.down: int | None = None
+
+    def kill(self) -> None:
+        self.revive()
+        node_id = self.nodes[self.kills % len(self.nodes)]
+        self.kills += 1
+        broker.kill_node(self.settings, node_id)
+        if len(self.nodes) == 1:
+            broker.start(self.settings)
+        else:
+            self.down = node_id
+
+    def revive(self) -> None:
+        if self.down is not None:
+            broker.start(self.settings)
+            self.down = None
 
 
 def _left_in_table(settings: Settings) -> int:
@@ -213,60 +241,89 @@ def _left_in_table(settings: Settings) -> int:
     return len(open_docs)
 
 
+class _Cast:
+    """The processes chaos acts on: the GPU node, the agent workers and the brokers."""
+
+    def __init__(
+        self, env: dict[str, str], workers: int, brokers: BrokerSettings | None, logs: Path
+    ) -> None:
+        self.node = _Child("gpu-node", ["gpu-node"], env, logs)
+        self.workers = [_Child(f"agents-{i}", ["agents"], env, logs) for i in range(workers)]
+        self.brokers = _BrokerChaos(brokers) if brokers is not None else None
+        self.worker_kills = 0
+
+    def fire(self, kind: str) -> None:
+        if kind == "node":
+            self.node.kill_and_restart()
+        elif kind == "worker":
+            self.workers[self.worker_kills % len(self.workers)].kill_and_restart()
+            self.worker_kills += 1
+        elif self.brokers is not None:
+            self.brokers.kill()
+
+    def restart_the_dead(self, report: ChaosReport) -> None:
+        """As an orchestrator would; a child that keeps dying ends the run."""
+        for child in (self.node, *self.workers):
+            if child.restart_if_dead():
+                report.restarts_after_crash.append(child.name)
+                if child.starts > _MAX_STARTS:
+                    raise RuntimeError(f"{child.name} keeps dying: {child.last_log()}")
+
+    def stop(self) -> None:
+        for child in (*self.workers, self.node):
+            child.stop()
+        if self.brokers is not None:
+            self.brokers.revive()
+
+
 def run_chaos(
     settings: Settings, broker_settings: BrokerSettings | None, plan: ChaosPlan, logs: Path
 ) -> ChaosReport:
     """Runs `plan` against the cluster of `settings`; the broker restarts need
     `broker_settings` (the embedded broker), and are skipped without."""
     started = time.monotonic()
-    topics_apply.apply(kafka.admin(settings.kafka), settings.topology)
+    topics = settings.topics
+    topics_apply.apply(kafka.admin(settings.kafka), settings.topology,
+                       topics.replication_factor, topics.min_insync_replicas)  # fmt: skip
     env = _env(settings, f"chaos-gpu-{uuid.uuid4().hex[:8]}")
-    node = _Child("gpu-node", ["gpu-node"], env, logs)
-    workers = [_Child(f"agents-{i}", ["agents"], env, logs) for i in range(plan.workers)]
+    cast = _Cast(env, plan.workers, broker_settings, logs)
     report = ChaosReport(docs=plan.docs)
     reader = kafka.consumer(settings.kafka, f"chaos-reader-{uuid.uuid4().hex[:8]}")
+    seen: dict[str, str] = {}
     try:
         ids = set(_submit(settings, plan.docs))
         reader.subscribe([settings.topology.name(RESULTS)])
         schedule = _schedule(plan)
-        seen: dict[str, str] = {}
         deadline = started + plan.timeout_s
-        kills = last_event = 0
+        last_event = 0
+        stalled: tuple[str, float] | None = None  # the last event, until a result follows
         while len(seen) < len(ids) and time.monotonic() < deadline:
-            for msg in reader.consume(500, 0.5):
-                if msg.error() is not None:
-                    continue
-                report.results_raw += 1
-                result = decode(DocumentResult, msg.value())
-                seen[result.doc_id] = result.status
+            if _read_results(reader, report, seen) and stalled is not None:
+                report.stalls_s[stalled[0]] = time.monotonic() - stalled[1]
+                stalled = None
+            brokers = cast.brokers
+            if (
+                brokers is not None
+                and brokers.down is not None
+                and (len(seen) >= last_event + plan.node_down_share * len(ids))
+            ):
+                brokers.revive()
             # One event at a time, and only once results flowed again since the last.
             if schedule and len(seen) >= schedule[0][0] * len(ids) and len(seen) > last_event:
                 _, kind = schedule.pop(0)
                 last_event = len(seen)
-                report.events.append(f"{kind} at {len(seen)}/{len(ids)}")
-                if kind == "node":
-                    node.kill_and_restart()
-                elif kind == "worker":
-                    workers[kills % len(workers)].kill_and_restart()
-                    kills += 1
-                elif broker_settings is not None:
-                    _restart_broker(broker_settings)
-            for child in (node, *workers):
-                if child.restart_if_dead():
-                    report.restarts_after_crash.append(child.name)
-                    if child.starts > _MAX_STARTS:
-                        raise RuntimeError(f"{child.name} keeps dying: {child.last_log()}")
+                event = f"{kind} at {len(seen)}/{len(ids)}"
+                report.events.append(event)
+                stalled = (event, time.monotonic())
+                cast.fire(kind)
+            cast.restart_the_dead(report)
         # Late duplicates: what arrives in a few more seconds counts too.
         settle = time.monotonic() + 5
         while time.monotonic() < settle:
-            for msg in reader.consume(500, 0.5):
-                if msg.error() is None:
-                    report.results_raw += 1
-                    seen[decode(DocumentResult, msg.value()).doc_id] = "late"
+            _read_results(reader, report, seen, status="late")
     finally:
         reader.close()
-        for child in (*workers, node):
-            child.stop()
+        cast.stop()
     report.distinct = len(seen)
     report.statuses = Counter(seen.values())
     report.lost = sorted(ids - set(seen))
@@ -275,28 +332,43 @@ def run_chaos(
     return report
 
 
+def _read_results(
+    reader: Consumer, report: ChaosReport, seen: dict[str, str], status: str | None = None
+) -> int:
+    """Reads what docs.results has now into `seen` (doc_id -> status, or `status`)."""
+    read = 0
+    for msg in reader.consume(500, 0.5):
+        if msg.error() is not None:
+            continue
+        read += 1
+        result = decode(DocumentResult, msg.value())
+        seen[result.doc_id] = status or result.status
+    report.results_raw += read
+    return read
+
+
 def main(
     docs: Annotated[int, typer.Option(min=1)] = 10_000,
     node_kills: Annotated[int, typer.Option(min=0)] = 4,
     worker_kills: Annotated[int, typer.Option(min=0)] = 4,
     broker_restarts: Annotated[int, typer.Option(min=0)] = 2,
     workers: Annotated[int, typer.Option(min=1)] = 2,
+    brokers: Annotated[int, typer.Option(min=1, max=9, help="broker nodes (3: a cluster)")] = 1,
     timeout_s: Annotated[float, typer.Option()] = 3600.0,
 ) -> None:
     """Run the chaos plan on a throw-away broker and print the report as JSON."""
     import tempfile
 
-    from streams.settings import BlobSettings, KafkaSettings, TopicSettings
+    from streams.settings import BlobSettings, KafkaSettings
 
     with tempfile.TemporaryDirectory(prefix="pagestream-chaos-") as tmp:
         scratch = Path(tmp)
-        broker_settings = BrokerSettings(port=free_port(), controller_port=free_port(),
-                                         data_dir=scratch / "broker")  # fmt: skip
+        broker_settings = cluster_settings(scratch / "broker", brokers)
         bootstrap = broker.start(broker_settings).bootstrap
         try:
             settings = Settings(
                 kafka=KafkaSettings(bootstrap_servers=bootstrap),
-                topics=TopicSettings(prefix="chaos."),
+                topics=replicated_topics("chaos.", brokers),
                 blobs=BlobSettings(root=str(scratch / "blobs")),
             )
             (scratch / "logs").mkdir()

@@ -1,9 +1,15 @@
-"""A real single-node Apache Kafka (KRaft, combined mode) without Docker.
+"""A real Apache Kafka (KRaft, combined broker+controller nodes) without Docker.
 
-The jars come from Maven Central through ``ops/kafka/pom.xml`` into a cache
-folder outside git; the broker runs as a detached JVM whose pid, ports and
-version are recorded in its data directory so ``stop`` and ``status`` work from
-another process. The same jars run Kafka's own command-line tools.
+One node by default; ``nodes=3`` (``pagestream broker start --nodes 3``) runs a
+local three-node cluster whose internal topics are replicated three times with
+min.insync.replicas 2, so one node can die and come back while clients keep
+working. Node k (1-based) listens on ``port + 10*(k-1)`` and its controller on
+``controller_port + 10*(k-1)``; a multi-node cluster keeps node k in
+``data_dir/node-k`` and its layout in ``data_dir/cluster.json`` (so ``stop`` and
+``status`` need no flags). The jars come from Maven Central through
+``ops/kafka/pom.xml`` into a cache folder outside git; each node runs as a
+detached JVM whose pid and version are recorded in its folder. The same jars run
+Kafka's own command-line tools.
 """
 
 from __future__ import annotations
@@ -55,12 +61,35 @@ class BrokerError(RuntimeError):
     pass
 
 
+# Node k's ports are the base ports plus this times (k - 1).
+NODE_PORT_STEP = 10
+
+
+@dataclass(frozen=True)
+class Node:
+    """Where one KRaft node of the embedded cluster lives."""
+
+    node_id: int
+    port: int
+    controller_port: int
+    data_dir: Path
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    node_id: int
+    pid: int
+    bootstrap: str
+
+
 @dataclass(frozen=True)
 class BrokerInfo:
-    pid: int
+    """The running nodes of the embedded cluster; `bootstrap` names every node."""
+
     version: str
     bootstrap: str
     data_dir: Path
+    nodes: tuple[NodeInfo, ...]
 
 
 def kafka_version(settings: BrokerSettings) -> str:
@@ -140,25 +169,66 @@ def run_tool(
     )
 
 
-def _server_properties(settings: BrokerSettings, log_dir: Path) -> str:
-    h, p, c = settings.host, settings.port, settings.controller_port
+def layout(settings: BrokerSettings) -> list[Node]:
+    """The nodes of the cluster in data_dir: as recorded when it was formatted, else
+    as `settings.nodes` asks. A data folder keeps the node count it was made with."""
+    recorded = _recorded_nodes(settings)
+    if recorded is not None and settings.nodes not in (1, recorded):
+        raise BrokerError(
+            f"{settings.data_dir} holds a {recorded}-node cluster, not {settings.nodes}; "
+            "use another data folder for a different cluster"
+        )
+    count = recorded or settings.nodes
+    if count == 1:
+        return [Node(1, settings.port, settings.controller_port, settings.data_dir)]
+    return [
+        Node(
+            k,
+            settings.port + NODE_PORT_STEP * (k - 1),
+            settings.controller_port + NODE_PORT_STEP * (k - 1),
+            settings.data_dir / f"node-{k}",
+        )
+        for k in range(1, count + 1)
+    ]
+
+
+def bootstrap_servers(settings: BrokerSettings) -> str:
+    return ",".join(f"{settings.host}:{node.port}" for node in layout(settings))
+
+
+def _recorded_nodes(settings: BrokerSettings) -> int | None:
+    path = settings.data_dir / "cluster.json"
+    if path.exists():
+        return int(json.loads(path.read_text())["nodes"])
+    if (settings.data_dir / "kraft-logs" / "meta.properties").exists():
+        return 1
+    return None
+
+
+def _server_properties(settings: BrokerSettings, node: Node, nodes: list[Node]) -> str:
+    h = settings.host
+    # Internal topics as a production cluster has them: three copies, two in sync to
+    # acknowledge (with fewer nodes, as many as there are).
+    replicas = str(min(3, len(nodes)))
+    min_isr = "2" if len(nodes) >= 3 else "1"
     props = {
         "process.roles": "broker,controller",
-        "node.id": "1",
-        "controller.quorum.voters": f"1@{h}:{c}",
-        "listeners": f"PLAINTEXT://{h}:{p},CONTROLLER://{h}:{c}",
-        "advertised.listeners": f"PLAINTEXT://{h}:{p}",
+        "node.id": str(node.node_id),
+        "controller.quorum.voters": ",".join(f"{n.node_id}@{h}:{n.controller_port}" for n in nodes),
+        "listeners": f"PLAINTEXT://{h}:{node.port},CONTROLLER://{h}:{node.controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{h}:{node.port}",
         "controller.listener.names": "CONTROLLER",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
         "inter.broker.listener.name": "PLAINTEXT",
-        "log.dirs": str(log_dir),
+        "log.dirs": str(node.data_dir / "kraft-logs"),
         "num.partitions": "1",
-        # One node: every internal topic must be satisfiable with one replica.
-        "offsets.topic.replication.factor": "1",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
-        "share.coordinator.state.topic.replication.factor": "1",
-        "share.coordinator.state.topic.min.isr": "1",
+        "default.replication.factor": replicas,
+        "min.insync.replicas": min_isr,
+        "offsets.topic.replication.factor": replicas,
+        "transaction.state.log.replication.factor": replicas,
+        "transaction.state.log.min.isr": min_isr,
+        "share.coordinator.state.topic.replication.factor": replicas,
+        "share.coordinator.state.topic.min.isr": min_isr,
         # Tests create and join many groups; the default 3 s delay only slows them.
         "group.initial.rebalance.delay.ms": "0",
         "auto.create.topics.enable": "false",
@@ -166,8 +236,8 @@ def _server_properties(settings: BrokerSettings, log_dir: Path) -> str:
     return "".join(f"{k}={v}\n" for k, v in props.items())
 
 
-def _meta_path(settings: BrokerSettings) -> Path:
-    return settings.data_dir / "broker.json"
+def _meta_path(node: Node) -> Path:
+    return node.data_dir / "broker.json"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -203,36 +273,68 @@ def answers_metadata(bootstrap: str, timeout: float = 2.0) -> bool:
 
 
 def status(settings: BrokerSettings) -> BrokerInfo | None:
-    """The running broker recorded in data_dir, or None when none is running."""
-    meta = _meta_path(settings)
+    """The running nodes recorded in data_dir, or None when none is running."""
+    running = [info for node in layout(settings) if (info := _node_status(node)) is not None]
+    if not running:
+        return None
+    return BrokerInfo(
+        kafka_version(settings), bootstrap_servers(settings), settings.data_dir, tuple(running)
+    )
+
+
+def _node_status(node: Node) -> NodeInfo | None:
+    meta = _meta_path(node)
     if not meta.exists():
         return None
     info = json.loads(meta.read_text())
     if not _pid_alive(int(info["pid"])):
         return None
-    return BrokerInfo(int(info["pid"]), info["version"], info["bootstrap"], settings.data_dir)
+    return NodeInfo(node.node_id, int(info["pid"]), info["bootstrap"])
 
 
 def start(settings: BrokerSettings) -> BrokerInfo:
-    """Start the broker (formatting its log dir once); return when it answers metadata."""
-    running = status(settings)
-    if running is not None:
-        return running
-    version = kafka_version(settings)
-    cp, props = configure(settings)
-    data = settings.data_dir
-    bootstrap = f"{settings.host}:{settings.port}"
-    logfile = (data / "broker.log").open("ab")
+    """Start every node that is not running (formatting its log dir once); return when
+    each answers metadata and the cluster lists all of them."""
+    nodes = layout(settings)
+    cp = configure(settings)
+    started = {n.node_id: _spawn(settings, n, cp) for n in nodes if _node_status(n) is None}
+    bootstrap = bootstrap_servers(settings)
+    deadline = time.monotonic() + settings.start_timeout_s
+    waiting = {n.node_id: n for n in nodes if n.node_id in started}
+    while time.monotonic() < deadline:
+        for node_id, proc in started.items():
+            if proc.poll() is not None:
+                node = next(n for n in nodes if n.node_id == node_id)
+                _meta_path(node).unlink(missing_ok=True)
+                raise BrokerError(
+                    f"node {node_id} exited with {proc.returncode}:\n{_log_tail(node.data_dir)}"
+                )
+        waiting = {
+            k: n for k, n in waiting.items() if not answers_metadata(f"{settings.host}:{n.port}")
+        }
+        if not waiting and _brokers_listed(bootstrap) >= len(nodes):
+            info = status(settings)
+            if info is not None:
+                return info
+        time.sleep(0.25)
+    if len(started) == len(nodes):  # nothing was running before: leave nothing behind
+        stop(settings)
+    tails = "\n".join(_log_tail(n.data_dir) for n in nodes if n.node_id in started)
+    raise BrokerError(f"broker did not answer within {settings.start_timeout_s}s:\n{tails}")
+
+
+def _spawn(settings: BrokerSettings, node: Node, classpath: str) -> subprocess.Popen[bytes]:
+    logfile = (node.data_dir / "broker.log").open("ab")
     proc = subprocess.Popen(  # noqa: S603
         [
             _java(),
             f"-Xmx{settings.heap}",
             f"-Xms{settings.heap}",
-            f"-Dlog4j2.configurationFile={data / 'log4j2.properties'}",
+            f"-Dlog4j2.configurationFile={node.data_dir / 'log4j2.properties'}",
             "-cp",
-            cp,
+            classpath,
             "kafka.Kafka",
-            str(props),
+            str(node.data_dir / "server.properties"),
         ],
         stdout=logfile,
         stderr=subprocess.STDOUT,
@@ -240,55 +342,85 @@ def start(settings: BrokerSettings) -> BrokerInfo:
         start_new_session=True,  # survives the CLI that started it
     )
     logfile.close()
-    _meta_path(settings).write_text(
-        json.dumps({"pid": proc.pid, "version": version, "bootstrap": bootstrap})
+    _meta_path(node).write_text(
+        json.dumps(
+            {
+                "pid": proc.pid,
+                "version": kafka_version(settings),
+                "bootstrap": f"{settings.host}:{node.port}",
+            }
+        )
     )
-    deadline = time.monotonic() + settings.start_timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            _meta_path(settings).unlink(missing_ok=True)
-            raise BrokerError(f"broker exited with {proc.returncode}:\n{_log_tail(data)}")
-        if answers_metadata(bootstrap, timeout=1.0):
-            return BrokerInfo(proc.pid, version, bootstrap, data)
-        time.sleep(0.25)
-    stop(settings)
-    raise BrokerError(
-        f"broker did not answer within {settings.start_timeout_s}s:\n{_log_tail(data)}"
-    )
+    return proc
 
 
-def stop(settings: BrokerSettings, timeout: float = 30.0) -> bool:
-    """Controlled shutdown (SIGTERM), SIGKILL after `timeout`. False if none ran."""
-    info = status(settings)
+def _brokers_listed(bootstrap: str) -> int:
+    admin = AdminClient(
+        {"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 1000, "log_level": 2}
+    )
+    try:
+        return len(admin.list_topics(timeout=1.0).brokers)
+    except Exception:  # not ready yet
+        return 0
+
+
+def kill_node(settings: BrokerSettings, node_id: int) -> bool:
+    """SIGKILL one node (a crash, for chaos tests); False if it was not running."""
+    node = next(n for n in layout(settings) if n.node_id == node_id)
+    info = _node_status(node)
     if info is None:
-        _meta_path(settings).unlink(missing_ok=True)
         return False
-    os.kill(info.pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while _pid_alive(info.pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if _pid_alive(info.pid):
-        log.warning("broker pid %d ignored SIGTERM for %.0fs; killing it", info.pid, timeout)
-        os.kill(info.pid, signal.SIGKILL)
-        while _pid_alive(info.pid):
-            time.sleep(0.1)
-    _meta_path(settings).unlink(missing_ok=True)
+    os.kill(info.pid, signal.SIGKILL)
+    while _pid_alive(info.pid):
+        time.sleep(0.05)
     return True
 
 
-def configure(settings: BrokerSettings, cluster_id: str | None = None) -> tuple[str, Path]:
-    """Jars, server.properties and log4j2 config in data_dir, and the log dir formatted
-    once (with `cluster_id`, else a new one); returns the classpath and the properties."""
+def stop(settings: BrokerSettings, timeout: float = 30.0) -> bool:
+    """Controlled shutdown (SIGTERM) of every node at once, SIGKILL after `timeout`.
+    False if none ran."""
+    nodes = layout(settings)
+    running = [info for n in nodes if (info := _node_status(n)) is not None]
+    for info in running:
+        os.kill(info.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while any(_pid_alive(i.pid) for i in running) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for info in running:
+        if _pid_alive(info.pid):
+            log.warning("node %d ignored SIGTERM for %.0fs; killing it", info.node_id, timeout)
+            os.kill(info.pid, signal.SIGKILL)
+            while _pid_alive(info.pid):
+                time.sleep(0.1)
+    for n in nodes:
+        _meta_path(n).unlink(missing_ok=True)
+    return bool(running)
+
+
+def configure(settings: BrokerSettings, cluster_id: str | None = None) -> str:
+    """Jars, and per node its server.properties and log4j2 config, its log dir formatted
+    once (every node with the same cluster id: `cluster_id`, else a new one); returns
+    the classpath."""
     cp = _classpath(ensure_jars(settings))
-    data = settings.data_dir
-    log_dir = data / "kraft-logs"
-    data.mkdir(parents=True, exist_ok=True)
-    props = data / "server.properties"
-    props.write_text(_server_properties(settings, log_dir))
-    (data / "log4j2.properties").write_text(_BROKER_LOG4J)
-    if not (log_dir / "meta.properties").exists():
-        _format_storage(cp, props, log_dir, cluster_id or new_cluster_id())
-    return cp, props
+    nodes = layout(settings)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    cluster_file = settings.data_dir / "cluster.json"
+    if len(nodes) > 1:
+        if cluster_file.exists():
+            cluster_id = json.loads(cluster_file.read_text())["cluster_id"]
+        else:
+            cluster_id = cluster_id or new_cluster_id()
+            cluster_file.write_text(json.dumps({"nodes": len(nodes), "cluster_id": cluster_id}))
+    for node in nodes:
+        node.data_dir.mkdir(parents=True, exist_ok=True)
+        props = node.data_dir / "server.properties"
+        props.write_text(_server_properties(settings, node, nodes))
+        (node.data_dir / "log4j2.properties").write_text(_BROKER_LOG4J)
+        log_dir = node.data_dir / "kraft-logs"
+        if not (log_dir / "meta.properties").exists():
+            cluster_id = cluster_id or new_cluster_id()
+            _format_storage(cp, props, log_dir, cluster_id)
+    return cp
 
 
 def _format_storage(classpath: str, props: Path, log_dir: Path, cluster_id: str) -> None:

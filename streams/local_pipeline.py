@@ -145,7 +145,10 @@ def running_pipeline(settings: Settings, log_dir: Path) -> Iterator[list[Child]]
     children: list[Child] = []
     try:
         topics_apply.apply(
-            kafka.admin(settings.kafka), settings.topology, settings.topics.replication_factor
+            kafka.admin(settings.kafka),
+            settings.topology,
+            settings.topics.replication_factor,
+            settings.topics.min_insync_replicas,
         )
         children.append(spawn("gpu-node", ["gpu-node"], log_dir))
         children.append(spawn("agents", ["agents"], log_dir))

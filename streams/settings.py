@@ -132,9 +132,11 @@ class KafkaSettings(BaseModel):
 
 
 class BrokerSettings(BaseModel):
-    """The embedded single-node KRaft broker (`pagestream broker ...`)."""
+    """The embedded KRaft broker (`pagestream broker ...`): one node, or a local cluster."""
 
     host: str = "127.0.0.1"
+    # Nodes of the embedded cluster; node k listens on port + 10*(k-1) (see streams/broker.py).
+    nodes: int = Field(default=1, ge=1, le=9)
     port: int = Field(default=9092, ge=1, le=65535)
     controller_port: int = Field(default=9093, ge=1, le=65535)
     data_dir: Path = _CACHE / "broker"
@@ -148,6 +150,20 @@ class BrokerSettings(BaseModel):
 class TopicSettings(BaseModel):
     prefix: str = Field(default="", pattern=r"^[A-Za-z0-9._-]*$")
     replication_factor: int = Field(default=1, ge=1)
+    # Set on every declared topic by `topics apply` (None: the cluster's default). With
+    # acks=all a write needs this many copies; 2 of 3 survives one broker down.
+    min_insync_replicas: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _isr_within_replicas(self) -> TopicSettings:
+        if self.min_insync_replicas is not None and (
+            self.min_insync_replicas > self.replication_factor
+        ):
+            raise ValueError(
+                f"min_insync_replicas {self.min_insync_replicas} exceeds replication_factor "
+                f"{self.replication_factor}: no write could ever be acknowledged"
+            )
+        return self
 
 
 class BlobSettings(BaseModel):

@@ -43,8 +43,14 @@ def missing(admin: AdminClient, topology: Topology) -> list[str]:
     return [name for name, _ in topology.specs() if name not in existing]
 
 
-def apply(admin: AdminClient, topology: Topology, replication_factor: int = 1) -> list[Change]:
+def apply(
+    admin: AdminClient,
+    topology: Topology,
+    replication_factor: int = 1,
+    min_insync_replicas: int | None = None,
+) -> list[Change]:
     existing = admin.list_topics(timeout=_TIMEOUT_S).topics
+    declared = _declared(topology, min_insync_replicas)
     changes: list[Change] = []
     to_create: list[NewTopic] = []
     to_grow: list[NewPartitions] = []
@@ -53,11 +59,10 @@ def apply(admin: AdminClient, topology: Topology, replication_factor: int = 1) -
         meta = existing.get(name)
         if meta is None:
             to_create.append(
-                NewTopic(name, spec.partitions, replication_factor, config=spec.configs())
+                NewTopic(name, spec.partitions, replication_factor, config=declared[name])
             )
-            changes.append(
-                Change(name, "created", f"{spec.partitions} partitions {spec.configs()}")
-            )
+            detail = f"{spec.partitions} partitions {declared[name]}"
+            changes.append(Change(name, "created", detail))
             continue
         to_check.append(name)
         have = len(meta.partitions)
@@ -79,7 +84,7 @@ def apply(admin: AdminClient, topology: Topology, replication_factor: int = 1) -
     if to_grow:
         for fut in admin.create_partitions(to_grow, operation_timeout=_TIMEOUT_S).values():
             fut.result()
-    changes.extend(_align_configs(admin, topology, to_check))
+    changes.extend(_align_configs(admin, declared, to_check))
     # Creation and partition growth reach the brokers' metadata asynchronously;
     # return only once they are visible, so the next `apply` sees a settled state.
     _await_visible(
@@ -136,10 +141,18 @@ def _config_drift(
     return drift
 
 
-def _align_configs(admin: AdminClient, topology: Topology, names: list[str]) -> list[Change]:
+def _declared(topology: Topology, min_insync_replicas: int | None) -> dict[str, dict[str, str]]:
+    """Each topic's enforced configs: its spec's, and the cluster-wide min.insync.replicas
+    the settings ask for."""
+    extra = {} if min_insync_replicas is None else {"min.insync.replicas": str(min_insync_replicas)}
+    return {name: {**spec.configs(), **extra} for name, spec in topology.specs()}
+
+
+def _align_configs(
+    admin: AdminClient, declared: dict[str, dict[str, str]], names: list[str]
+) -> list[Change]:
     if not names:
         return []
-    declared = {name: spec.configs() for name, spec in topology.specs()}
     drift = _config_drift(admin, names, declared)
     if not drift:
         return []

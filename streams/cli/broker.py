@@ -1,15 +1,16 @@
-"""`pagestream broker start|stop|status`: the embedded single-node KRaft broker."""
+"""`pagestream broker start|stop|status`: the embedded KRaft broker (one node or a cluster)."""
 
 from __future__ import annotations
 
 import time
+from typing import Annotated
 
 import typer
 
 from streams import broker as broker_mod
 from streams.cli.common import fail, out, settings
 
-broker_app = typer.Typer(no_args_is_help=True, help="The embedded single-node KRaft broker.")
+broker_app = typer.Typer(no_args_is_help=True, help="The embedded KRaft broker.")
 
 
 def register(app: typer.Typer) -> None:
@@ -17,31 +18,52 @@ def register(app: typer.Typer) -> None:
 
 
 @broker_app.command("start")
-def broker_start() -> None:
-    """Start the broker; returns once it answers metadata requests."""
+def broker_start(
+    nodes: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=9,
+            help="Nodes of a local cluster (3: replication factor 3, min.insync.replicas 2); "
+            "node k listens on the port + 10*(k-1). Default: PAGESTREAM_BROKER__NODES (1).",
+        ),
+    ] = None,
+) -> None:
+    """Start the broker's nodes that are not running; returns once all answer."""
     s = settings().broker
+    if nodes is not None:
+        s = s.model_copy(update={"nodes": nodes})
     t0 = time.monotonic()
     try:
         info = broker_mod.start(s)
     except broker_mod.BrokerError as exc:
         fail(f"broker failed to start: {exc}")
+    pids = ", ".join(f"node {n.node_id} pid {n.pid}" for n in info.nodes)
     out.print(
-        f"Apache Kafka {info.version} at {info.bootstrap} (pid {info.pid}, "
-        f"data {info.data_dir}) ready in {time.monotonic() - t0:.1f}s"
+        f"Apache Kafka {info.version} at {info.bootstrap} ({pids}; data {info.data_dir}) "
+        f"ready in {time.monotonic() - t0:.1f}s"
     )
 
 
 @broker_app.command("stop")
 def broker_stop() -> None:
-    """Stop the broker cleanly (controlled shutdown)."""
+    """Stop every node cleanly (controlled shutdown)."""
     out.print("stopped" if broker_mod.stop(settings().broker) else "no broker was running")
 
 
 @broker_app.command("status")
 def broker_status() -> None:
-    """Print the Kafka version and bootstrap address; exit 1 if not running."""
-    info = broker_mod.status(settings().broker)
+    """Print the Kafka version, bootstrap address and nodes; exit 1 if none is running."""
+    s = settings().broker
+    info = broker_mod.status(s)
     if info is None or not broker_mod.answers_metadata(info.bootstrap):
         out.print("not running")
         raise typer.Exit(1)
-    out.print(f"running: Apache Kafka {info.version}, bootstrap {info.bootstrap}, pid {info.pid}")
+    expected = len(broker_mod.layout(s))
+    pids = ", ".join(f"node {n.node_id} pid {n.pid}" for n in info.nodes)
+    out.print(
+        f"running: Apache Kafka {info.version}, bootstrap {info.bootstrap}, "
+        f"{len(info.nodes)}/{expected} nodes up ({pids})"
+    )
+    if len(info.nodes) < expected:
+        raise typer.Exit(1)

@@ -19,7 +19,9 @@ def register(app: typer.Typer) -> None:
 def topics_apply_cmd() -> None:
     """Create missing topics, raise partition counts, align configs."""
     s = settings()
-    changes = topics_apply.apply(kafka.admin(s.kafka), s.topology, s.topics.replication_factor)
+    changes = topics_apply.apply(
+        kafka.admin(s.kafka), s.topology, s.topics.replication_factor, s.topics.min_insync_replicas
+    )
     for change in changes:
         out.print(str(change))
     if not changes:
