@@ -1,6 +1,6 @@
 """`pagestream`: the command line, one module per command group.
 
-    pagestream broker start|stop|status   the embedded KRaft broker, one node or --nodes 3 (broker.py)
+    pagestream broker start|stop|status   embedded KRaft broker: 1 node or --nodes 3 (broker.py)
     pagestream topics apply|list          topics declared in streams/topics.py (topics.py)
     pagestream schemas export DIR         JSON Schemas of the records (schemas.py)
     pagestream submit FILE...             publish documents to docs.raw (submit.py)
