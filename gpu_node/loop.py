@@ -46,7 +46,7 @@ from gpu_node.scheduler import ExtractionScheduler
 from gpu_node.stages import StageOutcome, SyncStages
 from gpu_node.tasks import Task
 from gpu_node.transactions import FatalNodeError, Transactions, WedgedClientError
-from schemas import PageState, Stage, decode, headers
+from schemas import BlobRef, PageState, Stage, decode, headers
 from streams.blobs import BlobStore, BlobStoreUnavailableError
 from streams.envelope import Origin, Outgoing, dead_letter, error_message, next_record
 from streams.settings import NodeSettings
@@ -294,9 +294,12 @@ class GpuNode:
         page = task.page.model_copy(
             update={"last_stage": task.stage, "error": None, _RESULT_FIELD[task.stage]: result}
         )
-        out = next_record(
-            self.facts_topic[task.stage], page.doc_id, page, task.origin, task.stage.value
-        )
+        out = self._fact(task, page)
+        if out.size_bytes > self.settings.max_output_bytes and page.ocr is not None:
+            # A dense page's OCR can outgrow a record on its own: it travels as a claim
+            # check, like the page's image (the blob store being down is retried).
+            page = page.model_copy(update={"ocr": None, "ocr_ref": self._store_ocr(page)})
+            out = self._fact(task, page)
         if out.size_bytes > self.settings.max_output_bytes:
             # Raised before the slot is resolved: the caller dead-letters the task.
             raise OutputTooLargeError(
@@ -304,6 +307,19 @@ class GpuNode:
                 f"{self.settings.max_output_bytes}"
             )
         self.order.resolve(task.slot, [out])
+
+    def _fact(self, task: Task, page: PageState) -> Outgoing:
+        topic = self.facts_topic[task.stage]
+        return next_record(topic, page.doc_id, page, task.origin, task.stage.value)
+
+    def _store_ocr(self, page: PageState) -> BlobRef:
+        assert page.ocr is not None  # noqa: S101 - checked by the caller
+        data = page.ocr.model_dump_json().encode()
+        stored = self.blobs.put(data)
+        log.info("doc %s page %d: OCR result (%d bytes) moved to the blob store",
+                 page.doc_id, page.page_no, len(data))  # fmt: skip
+        return BlobRef(uri=stored.uri, sha256=stored.sha256, media_type="application/json",
+                       size_bytes=stored.size_bytes)  # fmt: skip
 
     def _dead_letter(self, task: Task, exc: BaseException) -> None:
         """The record's fault: a dead letter, and the page back on its facts topic with
@@ -320,13 +336,12 @@ class GpuNode:
     def _page_error(self, task: Task, exc: BaseException) -> list[Outgoing]:
         error = f"{task.stage.value} failed: {type(exc).__name__}: {error_message(exc)}"
         failed = task.page.model_copy(update={"error": error})
-        topic = self.facts_topic[task.stage]
-        out = next_record(topic, failed.doc_id, failed, task.origin, task.stage.value)
+        out = self._fact(task, failed)
         if out.size_bytes > self.settings.max_output_bytes:
             # Too large with what it carries (the reason it failed, maybe): deliver
             # needs the page's identity and the error, not its results or attributes.
             slim = failed.model_copy(update={"attributes": {}, "ocr": None, "extraction": None})
-            out = next_record(topic, slim.doc_id, slim, task.origin, task.stage.value)
+            out = self._fact(task, slim)
         return [out] if out.size_bytes <= self.settings.max_output_bytes else []
 
     def _dead_letter_origin(

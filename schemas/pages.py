@@ -91,6 +91,9 @@ class PageState(Record):
     classification: ClassificationResult | None = None
     extraction: ExtractionResult | None = None
     ocr: OcrResult | None = None
+    # Set instead of `ocr` when the OCR result would not fit in a record (a dense
+    # page): the OcrResult JSON in the blob store (claim check).
+    ocr_ref: BlobRef | None = None
     error: str | None = None
     # Carried along from the submission so the deliver stage needs no other state.
     callback: HttpUrl | None = None

@@ -21,6 +21,8 @@ class PageResult(Model):
     classification: ClassificationResult | None = None
     extraction: ExtractionResult | None = None
     ocr: OcrResult | None = None
+    # The page's OcrResult in the blob store when it was too large for a record.
+    ocr_ref: BlobRef | None = None
 
     @classmethod
     def from_page(cls, page: PageState) -> PageResult:
@@ -30,6 +32,7 @@ class PageResult(Model):
             classification=page.classification,
             extraction=page.extraction,
             ocr=page.ocr,
+            ocr_ref=page.ocr_ref,
             error=page.error,
         )
 

@@ -84,7 +84,7 @@ def _require_result(page: PageState) -> None:
         Stage.orient: page.orientation,
         Stage.classify: page.classification,
         Stage.extract: page.extraction,
-        Stage.ocr: page.ocr,
+        Stage.ocr: page.ocr or page.ocr_ref,
     }[page.last_stage]  # type: ignore[index]
     if result is None:
         assert page.last_stage is not None  # noqa: S101 - checked by the caller

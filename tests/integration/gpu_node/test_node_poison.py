@@ -7,8 +7,9 @@ import io
 import pytest
 from PIL import Image
 
-from schemas import DocumentType, PageState, Stage, decode, encode, headers
-from schemas.pages import BlobRef
+from schemas import DocumentType, Operation, PageState, Stage, decode, encode, headers
+from schemas.pages import BlobRef, OcrResult
+from streams.routing import next_step
 from streams.topics import DLQ, Topology
 from synth.dataset import generate
 from tests.support.pages import png_bytes, produce, read_committed, stage_topics
@@ -251,3 +252,31 @@ def test_an_unavailable_blob_store_delays_pages_instead_of_failing_them(
             away.rename(root)
     assert sorted(m.topic() for m in out) == [facts, facts]
     assert sorted(decode(PageState, m.value()).doc_id for m in out) == ["wait-0", "wait-1"]
+
+
+def test_an_ocr_result_too_large_for_a_record_travels_as_a_claim_check(
+    settings, topology: Topology, node_factory, make_page, blobs
+):
+    work, facts = stage_topics(topology)[Stage.ocr]
+    (doc,) = generate(12, 1, doc_types=[DocumentType.letter], rotations=[0], width=480)
+    page = make_page(doc.image, doc_id="dense", operation=Operation.ocr)
+    # Attributes bring the page near the node's smallest limit; the limit leaves room
+    # for the page and its headers, not for its OCR (a letter gives kilobytes).
+    limit = 10_000  # the smallest the node takes
+    pads: dict[str, str] = {}
+    while (room := limit - 1500 - len(encode(page))) > 0:
+        pads[f"p{len(pads)}"] = "x" * min(900, room)
+        page = page.model_copy(update={"attributes": pads})
+    with node_factory(max_output_bytes=limit):
+        produce(settings, work, [(KEY, encode(page))])
+        (out,) = read_committed(settings, [facts, topology.name(DLQ)], expect=1, settle_s=1)
+    assert out.topic() == facts
+    fact = decode(PageState, out.value())
+    assert fact.error is None and fact.ocr is None and fact.ocr_ref is not None
+    stored = OcrResult.model_validate_json(
+        blobs.get(fact.ocr_ref.uri, expected_sha256=fact.ocr_ref.sha256)
+    )
+    assert stored.boxes and stored.text.strip()
+    assert len(stored.model_dump_json()) > 1500
+    # Routing takes the claim check for the stage's result: the page is done.
+    assert next_step(fact).done

@@ -122,3 +122,8 @@ def test_a_missing_result_for_the_last_stage_is_refused():
 def test_min_confidence_is_a_parameter():
     mid = ClassificationResult(document_type=DocumentType.cnh_front, confidence=0.7)
     assert next_step(page(P, True, Stage.classify, classification=mid), min_confidence=0.8).done
+
+
+def test_an_ocr_result_held_as_a_claim_check_counts_as_the_result():
+    ref = BlobRef(uri="file:///o", sha256="1" * 64, media_type="application/json", size_bytes=9)
+    assert next_step(page(R, False, S.ocr, ocr=None, ocr_ref=ref)).done

@@ -270,3 +270,11 @@ def test_a_result_too_large_for_a_record_moves_its_pages_to_the_blob_store(tmp_p
     # A small result stays whole.
     (small,) = _run(deliver, _origin(_page("short", 1, 1)), table)
     assert decode(DocumentResult, small.value or b"").pages_ref is None
+
+
+def test_a_page_ocr_claim_check_reaches_the_result() -> None:
+    ref = BlobRef(uri="file:///o", sha256="1" * 64, media_type="application/json", size_bytes=9)
+    page = _page("o", 1, 1).model_copy(update={"ocr_ref": ref})
+    (emit,) = _deliver(Clock()).handle(_origin(page), {}).emits
+    assert emit.value is not None
+    assert decode(DocumentResult, emit.value).pages[0].ocr_ref == ref
