@@ -171,8 +171,7 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
             if delivery is not None and emits == delivery.emits:
                 for call in delivery.webhooks:
                     await notify(origin, call)
-                for doc_id in delivery.completed:
-                    deliver.mark_delivered(origin.partition, doc_id, pages)
+                deliver.mark_ended(origin.partition, delivery, pages)
             yield None
 
     @app.timer(interval=agents.tick_interval_s, on_leader=True)  # type: ignore[untyped-decorator]

@@ -9,6 +9,12 @@ changelog would grow by one entry per document forever. A page of a document
 redelivered after that (a late dead-letter replay) yields its result once more, with
 the same doc_id key, which docs.results' compaction and the webhook's idempotency
 key absorb.
+
+A document that ended `partial` or `failed` keeps its pages beside its marker until
+the marker expires: when a page that failed arrives with a result (an operator
+replayed the page's dead letter after fixing the cause), the document ends again with
+that page, under the same doc_id key and with a webhook call of its own. Pages that
+missed the deadline and arrive late are absorbed.
 """
 
 from __future__ import annotations
@@ -36,9 +42,20 @@ log = logging.getLogger(__name__)
 STAGE = "deliver"
 
 # Table values: per document (key doc_id) {"seen": [page_no...], "since": epoch s}, then
-# {"delivered": epoch s}; per page (key "doc_id/page_no") the PageState JSON, deleted
-# when the document ends.
+# {"delivered": epoch s}, or for a document that ended without every page's result
+# {"delivered": epoch s, "seen": [page_no...], "missing_reason": str}; per page (key
+# "doc_id/page_no") the PageState JSON, deleted when the document ends completed or
+# its marker expires.
 Entry = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Unfinished:
+    """A document that ended without every page's result: the pages it has (good and
+    failed), and why the absent ones were given up on."""
+
+    pages: list[PageState]
+    missing_reason: str
 
 
 @dataclass(frozen=True)
@@ -51,6 +68,8 @@ class Delivery:
     # between leaves the pages in the table (and in its changelog), so the redelivered
     # record ends the documents again instead of being absorbed.
     completed: list[str] = field(default_factory=list)
+    # Those of `completed` that ended partial or failed (mark_delivered keeps their pages).
+    unfinished: dict[str, Unfinished] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -104,8 +123,7 @@ class Deliver:
                                         exc=exc)])  # fmt: skip
         entry = self._doc_entry(page.doc_id, table)
         if entry.get("delivered"):
-            log.debug("deliver: duplicate page %d of delivered doc %s", page.page_no, page.doc_id)
-            return Delivery([])
+            return self._after_end(page, entry, origin, table)
         seen: list[int] = entry["seen"]
         if page.page_no in seen:
             return Delivery([])  # redelivered (at-least-once): the first copy stands
@@ -118,6 +136,28 @@ class Deliver:
         states = [*self._stored_pages(page.doc_id, seen, table), page]
         return self._end(page.doc_id, states, origin, STAGE)
 
+    def _after_end(self, page: PageState, entry: Entry, origin: Origin,
+                   table: MutableMapping[str, Entry]) -> Delivery:  # fmt: skip
+        """A page of a document that already ended: a duplicate, absorbed; unless the
+        page had failed and now has a result (its dead letter was replayed)."""
+        kept = entry.get("seen")
+        if kept is None or page.error is not None:
+            log.debug("deliver: duplicate page %d of delivered doc %s", page.page_no, page.doc_id)
+            return Delivery([])
+        pages = {p.page_no: p for p in self._stored_pages(page.doc_id, kept, table)}
+        before = pages.get(page.page_no)
+        # Only a page that failed comes back with a result, and only when someone
+        # replayed its dead letter (the node is exactly-once). A page that missed the
+        # deadline and shows up late is absorbed: the deadline's result stands.
+        if before is None or before.error is None:
+            log.debug("deliver: duplicate page %d of delivered doc %s", page.page_no, page.doc_id)
+            return Delivery([])
+        log.info("deliver: doc %s page %d has its result after the document ended: "
+                 "ending it again", page.doc_id, page.page_no)  # fmt: skip
+        pages[page.page_no] = page
+        return self._end(page.doc_id, list(pages.values()), origin, STAGE,
+                         entry.get("missing_reason", ""))  # fmt: skip
+
     def _end(self, doc_id: str, states: list[PageState], origin: Origin, step: str,
              missing_reason: str = "") -> Delivery:  # fmt: skip
         result = self._claim_checked(self.result(states, missing_reason))
@@ -126,7 +166,10 @@ class Deliver:
         emit = next_record(self.topology.name(RESULTS), doc_id, result, origin, step)
         callback = next((str(p.callback) for p in states if p.callback), None)
         hooks = [] if callback is None else [WebhookCall.for_result(callback, emit)]
-        return Delivery([emit], hooks, [doc_id])
+        unfinished = {}
+        if result.status != "completed":
+            unfinished[doc_id] = Unfinished(states, missing_reason)
+        return Delivery([emit], hooks, [doc_id], unfinished)
 
     def _claim_checked(self, result: DocumentResult) -> DocumentResult:
         """`result`, its pages moved to the blob store if it would not fit in a record
@@ -181,22 +224,43 @@ class Deliver:
             ended.emits.extend(one.emits)
             ended.webhooks.extend(one.webhooks)
             ended.completed.extend(one.completed)
+            ended.unfinished.update(one.unfinished)
         return ended
 
     def _partition_of(self, doc_id: str) -> int:
         return partition_for(doc_id.encode(), PAGES_DONE.partitions)
 
-    def mark_delivered(
-        self, partition: int, doc_id: str, table: MutableMapping[str, Entry]
+    def mark_ended(
+        self, partition: int, delivery: Delivery, table: MutableMapping[str, Entry]
     ) -> None:
-        """Replaces a document's entries by a marker that absorbs later duplicates."""
+        """mark_delivered for every document `delivery` ended."""
+        for doc_id in delivery.completed:
+            self.mark_delivered(partition, doc_id, table, delivery.unfinished.get(doc_id))
+
+    def mark_delivered(
+        self,
+        partition: int,
+        doc_id: str,
+        table: MutableMapping[str, Entry],
+        unfinished: Unfinished | None = None,
+    ) -> None:
+        """Replaces a document's entries by a marker that absorbs later duplicates; a
+        document that ended `unfinished` keeps its pages beside the marker."""
         entry = table.get(doc_id) or {}
+        keep = {} if unfinished is None else {p.page_no: p for p in unfinished.pages}
         for n in entry.get("seen", []):
             key = _page_key(doc_id, n)
-            if key in table:
+            if n not in keep and key in table:
                 del table[key]
+        for n, page in keep.items():
+            value = page.model_dump(mode="json")
+            if table.get(_page_key(doc_id, n)) != value:
+                table[_page_key(doc_id, n)] = value
         delivered_at = self._clock()
-        table[doc_id] = {"delivered": delivered_at}
+        marker: Entry = {"delivered": delivered_at}
+        if unfinished is not None:
+            marker |= {"seen": sorted(keep), "missing_reason": unfinished.missing_reason}
+        table[doc_id] = marker
         self._delivered[partition].append((delivered_at, doc_id))
 
     def _expire(self, partition: int, table: MutableMapping[str, Entry]) -> None:
@@ -209,6 +273,8 @@ class Deliver:
             entry = table.get(doc_id)
             # Not if the document was delivered again since (a newer marker).
             if entry is not None and entry.get("delivered") == delivered_at:
+                for n in entry.get("seen", []):
+                    table.pop(_page_key(doc_id, n), None)
                 del table[doc_id]
 
     def result(self, pages: list[PageState], missing_reason: str = "") -> DocumentResult:

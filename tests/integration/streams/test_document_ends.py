@@ -115,3 +115,49 @@ def test_a_document_whose_pages_never_all_arrive_ends_at_its_deadline(
     result = decode(DocumentResult, msg.value())
     assert (result.doc_id, result.status, result.page_count) == ("stuck", "partial", 2)
     assert result.pages[1].error == "missing: no result within the deadline of 3s"
+
+
+def test_replaying_a_failed_pages_dead_letter_ends_its_document_again_upgraded(
+    cli_env: Settings, topology: Topology, node_factory, make_page, tmp_path: Path
+) -> None:
+    # Page 2's image is missing when the node reads it: the document ends partial. The
+    # operator restores the image and replays the page's dead letter; before, deliver
+    # absorbed the page as a duplicate of a delivered document and nothing changed.
+    from typer.testing import CliRunner
+
+    from streams.cli import app
+
+    settings = cli_env
+    docs = list(generate(23, 2, doc_types=[DocumentType.letter], rotations=[0], width=240))
+    with support.webhook_receiver() as hook:
+        first = _page(make_page, docs[0].image, "fixed", 1, 2, hook.url)
+        second = _page(make_page, docs[1].image, "fixed", 2, 2, hook.url)
+        image = Path(second.image.uri.removeprefix("file://"))
+        saved = image.read_bytes()
+        image.unlink()
+        produce_pages(settings, topology.name(GPU_CLASSIFY), [first, second])
+        worker = support.start_worker(tmp_path / "agents.log", WEBHOOK_SECRET=SECRET,
+                                      WEBHOOK_ALLOW_PRIVATE="true")  # fmt: skip
+        try:
+            with node_factory():
+                results = [topology.name(RESULTS)]
+                (before,) = read_committed(settings, results, expect=1, timeout_s=180)
+                assert decode(DocumentResult, before.value()).status == "partial"
+                assert BlobStore.from_settings(settings.blobs).put(saved).uri == second.image.uri
+                args = ["dlq", "replay", "--doc-id", "fixed", "--stage", "classify"]
+                replay = CliRunner().invoke(app, args)
+                assert replay.exit_code == 0, replay.output
+                out = read_committed(settings, results, expect=2, timeout_s=180, settle_s=2)
+            deadline = time.monotonic() + 30
+            while len(hook.received) < 2 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert worker.poll() is None, worker.tail()
+        finally:
+            worker.stop()
+    ends = [decode(DocumentResult, m.value()) for m in out]
+    assert [(r.doc_id, r.status) for r in ends] == [("fixed", "partial"), ("fixed", "completed")]
+    assert all(p.error is None and p.classification is not None for p in ends[1].pages)
+    posted = [decode(DocumentResult, r.body).status for r in hook.received]
+    assert posted == ["partial", "completed"]
+    keys = {r.headers.get("Idempotency-Key") for r in hook.received}
+    assert len(keys) == 2  # a new result, not a retry of the first

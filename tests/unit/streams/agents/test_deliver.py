@@ -73,8 +73,7 @@ def _deliver(clock: Clock) -> Deliver:
 def _run(deliver: Deliver, origin: Origin, table: dict[str, Any]) -> list[Outgoing]:
     """What the deliver agent does with one record, once its sends are acknowledged."""
     outcome = deliver.handle(origin, table)
-    for doc_id in outcome.completed:
-        deliver.mark_delivered(origin.partition, doc_id, table)
+    deliver.mark_ended(origin.partition, outcome, table)
     return outcome.emits
 
 
@@ -176,6 +175,33 @@ def test_a_document_with_some_failed_pages_ends_partial_and_with_all_failed_ends
     assert (none.status, none.document_type) == ("failed", None)
 
 
+def test_a_failed_page_replayed_with_a_result_ends_its_document_again_upgraded() -> None:
+    deliver, table = _deliver(Clock()), dict[str, Any]()
+    callback = {"callback": HttpUrl("https://example.com/h")}
+    assert _run(deliver, _origin(_page("up", 1, 3).model_copy(update=callback)), table) == []
+    assert _run(deliver, _origin(_failed("up", 2, 3)), table) == []
+    assert len(_run(deliver, _origin(_failed("up", 3, 3)), table)) == 1  # ends partial
+    # Duplicates of what it had are absorbed: a good page, a failed page again.
+    assert _run(deliver, _origin(_page("up", 1, 3)), table) == []
+    assert _run(deliver, _origin(_failed("up", 2, 3)), table) == []
+    # Page 2's dead letter replayed, with a result now: the document ends again.
+    outcome = deliver.handle(_origin(_page("up", 2, 3)), table)
+    (emit,) = outcome.emits
+    assert [w.url for w in outcome.webhooks] == ["https://example.com/h"]
+    again = decode(DocumentResult, emit.value or b"")
+    assert again.status == "partial"
+    assert [(p.page_no, p.error is None) for p in again.pages] == [(1, True), (2, True), (3, False)]
+    deliver.mark_delivered(0, "up", table, outcome.unfinished["up"])
+    # Page 3 too: completed, and the pages leave the table with a plain marker.
+    outcome = deliver.handle(_origin(_page("up", 3, 3)), table)
+    (emit,) = outcome.emits
+    assert decode(DocumentResult, emit.value or b"").status == "completed"
+    assert outcome.unfinished == {}
+    deliver.mark_delivered(0, "up", table)
+    assert {k for k in table if k.startswith("up")} == {"up"}
+    assert _run(deliver, _origin(_page("up", 3, 3)), table) == []
+
+
 def _tick(partition: int) -> Origin:
     return Origin(TOPO.name(PAGES_DONE), partition, next(_offsets), None, None, b"",
                   tuple(tick("unused", partition).headers))  # fmt: skip
@@ -207,9 +233,14 @@ def test_a_tick_ends_documents_past_their_deadline_on_its_partition_only() -> No
         "page 2: missing: no result within the deadline of 600s",
         "page 3: missing: no result within the deadline of 600s",
     ]
-    deliver.mark_delivered(p_late, "late", table)
+    deliver.mark_delivered(p_late, "late", table, outcome.unfinished["late"])
     # The missing pages arriving after all are absorbed: one terminal result per document.
     assert _run(deliver, _origin(_page("late", 2, 3), p_late), table) == []
+    # Its pages are kept until the marker expires, then go with it.
+    assert "late/1" in table
+    clock.now += TTL_S + 1
+    assert _run(deliver, _origin(_page("other", 1, 2), p_late), table) == []
+    assert "late" not in table and "late/1" not in table
 
 
 class _RecordingTable(dict[str, Any]):
