@@ -355,4 +355,4 @@ def _page_result(
         if words:
             lines.append(" ".join(words))
     confidence = sum(b.confidence for b in boxes) / len(boxes) if boxes else 0.0
-    return OcrResult(text="\n".join(lines), confidence=confidence, boxes=boxes)
+    return OcrResult(text="\n".join(lines), confidence=confidence, boxes=boxes, source="easyocr")

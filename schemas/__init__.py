@@ -20,6 +20,7 @@ from schemas.common import (
     Operation,
     Record,
     Stage,
+    TextLayer,
     family,
 )
 from schemas.documents import MAX_INLINE_BYTES, DocumentSubmitted, Options, Payload
@@ -82,6 +83,7 @@ __all__ = [
     "Record",
     "RecordError",
     "Stage",
+    "TextLayer",
     "decode",
     "encode",
     "export_json_schemas",

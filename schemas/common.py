@@ -46,6 +46,18 @@ class Backend(StrEnum):
     hybrid = "hybrid"  # VLM fields cross-checked against OCR
 
 
+class TextLayer(StrEnum):
+    """Operation `ocr` on a PDF: may pages be answered from the PDF's own text?"""
+
+    # A page whose text layer is usable (visible text, enough characters, few
+    # replacement glyphs) is answered from it on the CPU; other pages go to the GPU.
+    auto = "auto"
+    never = "never"  # every page is read from its pixels
+    # Every page from its text layer, an invisible OCR layer included; a page with no
+    # text at all fails instead of going to the GPU.
+    only = "only"
+
+
 class DocumentType(StrEnum):
     rg_front = "rg_front"
     rg_back = "rg_back"

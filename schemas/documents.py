@@ -25,6 +25,7 @@ from schemas.common import (
     Operation,
     Record,
     Sha256,
+    TextLayer,
 )
 
 # Bigger documents go through the blob store (`uri`). Base64 inflates by 4/3, so
@@ -38,6 +39,7 @@ class Options(Model):
     document_type: DocumentType | None = None  # the client's claim; None: unknown
     max_pages: int = Field(10, ge=1, le=200)
     dpi: int = Field(150, ge=72, le=400)  # PDF rasterization resolution
+    text_layer: TextLayer = TextLayer.auto  # operation ocr on PDFs; see TextLayer
 
 
 class Payload(Model):

@@ -71,9 +71,14 @@ class OcrBox(Model):
 
 
 class OcrResult(Model):
-    text: str
+    text: str  # plain text in reading order
     confidence: Confidence
-    boxes: list[OcrBox] = Field(default_factory=list)
+    boxes: list[OcrBox] = Field(default_factory=list)  # lines, in page pixels
+    # What read the page: EasyOCR from pixels, the PDF's own text layer, or a VLM.
+    source: Literal["easyocr", "text_layer", "vlm"] | None = None
+    markdown: str | None = None  # the page as Markdown (headings, lists, tables)
+    # Why the result may be incomplete (cut off, looping, a doubtful text layer).
+    warnings: list[str] = Field(default_factory=list)
 
 
 class PageState(Record):

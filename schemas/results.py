@@ -48,6 +48,11 @@ class DocumentResult(Record):
     # Set when `pages` would not fit in a Kafka record: the JSON array of PageResult in
     # the blob store (claim check), and `pages` is empty.
     pages_ref: BlobRef | None = None
+    # Operation ocr: the document as Markdown, pages in order, each page introduced by
+    # a `<!-- page N -->` line. Moved to the blob store (`markdown_ref`, text/markdown)
+    # like `pages` when the result would not fit in a record.
+    markdown: str | None = None
+    markdown_ref: BlobRef | None = None
     # Document-level summary, so most clients never need to look at `pages`.
     document_type: DocumentType | None = None
     confidence: Confidence | None = None
@@ -79,3 +84,17 @@ class DocumentResult(Record):
                 {"page_no": self.pages[-1].page_no, "page_count": self.page_count},
             )
         return self
+
+
+def document_markdown(pages: list[PageResult]) -> str:
+    """The pages' Markdown in page order (their plain text when a page has no Markdown),
+    each introduced by a `<!-- page N -->` line; a page without a result says why not."""
+    parts = []
+    for p in pages:
+        if p.ocr is not None:
+            parts.append(f"<!-- page {p.page_no} -->\n\n{p.ocr.markdown or p.ocr.text}".rstrip())
+        elif p.ocr_ref is not None:
+            parts.append(f"<!-- page {p.page_no}: in the blob store, see pages[].ocr_ref -->")
+        else:
+            parts.append(f"<!-- page {p.page_no}: no result: {p.error or 'unknown'} -->")
+    return "\n\n".join(parts) + "\n"

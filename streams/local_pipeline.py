@@ -56,11 +56,12 @@ class Sample:
 
 
 def samples() -> list[Sample]:
-    """One document per operation; the OCR one is a two-page PDF."""
+    """One document per operation; OCR on a scanned two-page PDF (EasyOCR on the GPU
+    node) and on a born-digital report (answered from its text layer by the agents)."""
     import io
 
     from synth.dataset import generate
-    from synth.pdf import generate_pdf
+    from synth.pdf import generate_pdf, report_pages, text_pdf
 
     def png(image: object) -> bytes:
         buf = io.BytesIO()
@@ -95,6 +96,12 @@ def samples() -> list[Sample]:
         Sample("process-cin", png(cin.image), Operation.process, Options()),
         Sample("process-cin-rotated", png(turned.image), Operation.process, Options()),
         Sample("ocr-pdf-2-pages", pdf, Operation.ocr, Options(max_pages=4)),
+        Sample(
+            "ocr-born-digital-report",
+            text_pdf(report_pages(SAMPLE_SEED, 2)),
+            Operation.ocr,
+            Options(max_pages=4),
+        ),
     ]
 
 

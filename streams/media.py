@@ -31,7 +31,7 @@ from __future__ import annotations
 import codecs
 import io
 import math
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
@@ -166,10 +166,18 @@ def sniff(data: bytes) -> str:
     )
 
 
-def split_pages(data: bytes, *, dpi: int, max_pages: int, max_pixels: int) -> list[PageImage]:
+def split_pages(
+    data: bytes,
+    *,
+    dpi: int,
+    max_pages: int,
+    max_pixels: int,
+    render: Collection[int] | None = None,
+) -> list[PageImage]:
     """One upright RGB PNG per page of `data` (a PDF or a supported image).
 
-    PDF pages are rendered at `dpi`; images keep their own resolution.
+    PDF pages are rendered at `dpi`; images keep their own resolution. `render` names
+    the PDF pages (1-based) to render, all by default; every page is checked either way.
     Raises a MediaError subclass for anything that cannot be paged within
     `max_pages` pages of at most `max_pixels` pixels each.
     """
@@ -178,7 +186,14 @@ def split_pages(data: bytes, *, dpi: int, max_pages: int, max_pixels: int) -> li
             raise ValueError(f"{name} must be positive, got {value}")
     media_type = sniff(data)
     if media_type == PDF:
-        return _split_pdf(data, dpi=dpi, max_pages=max_pages, max_pixels=max_pixels)
+        with open_pdf(data, dpi=dpi, max_pages=max_pages, max_pixels=max_pixels) as doc:
+            count = int(doc.page_count)
+            wanted = range(count) if render is None else sorted(n - 1 for n in set(render))
+            return [
+                _render_pdf_page(doc, i, count, dpi=dpi, max_pixels=max_pixels)
+                for i in wanted
+                if 0 <= i < count
+            ]
     return _split_image(data, media_type, max_pages=max_pages, max_pixels=max_pixels)
 
 
@@ -225,7 +240,10 @@ def _as_text(window: bytes) -> str | None:
 # --- PDF ----------------------------------------------------------------------------
 
 
-def _split_pdf(data: bytes, *, dpi: int, max_pages: int, max_pixels: int) -> list[PageImage]:
+@contextmanager
+def open_pdf(data: bytes, *, dpi: int, max_pages: int, max_pixels: int) -> Iterator[Any]:
+    """The PDF in `data` as an open PyMuPDF document (closed on exit), once every page
+    was checked against the limits: a bad last page costs no rendering."""
     try:
         # PyMuPDF is only partly annotated; Any keeps strict mypy to this one line.
         doc: Any = pymupdf.open(stream=data, filetype="pdf")  # type: ignore[no-untyped-call]
@@ -247,12 +265,9 @@ def _split_pdf(data: bytes, *, dpi: int, max_pages: int, max_pixels: int) -> lis
             raise EmptyPdfError("PDF has no pages")
         if count > max_pages:
             raise TooManyPagesError(f"PDF has {count} pages, more than max_pages {max_pages}")
-        # Check every page before rendering any, so a bad last page costs no work.
         for i in range(count):
             _check_pdf_page(doc, i, count, dpi=dpi, max_pixels=max_pixels)
-        return [
-            _render_pdf_page(doc, i, count, dpi=dpi, max_pixels=max_pixels) for i in range(count)
-        ]
+        yield doc
     finally:
         doc.close()
 
@@ -276,7 +291,7 @@ def _check_pdf_page(doc: Any, index: int, count: int, *, dpi: int, max_pixels: i
         raise CorruptPdfError(
             f"corrupt PDF: page {index + 1} of {count} unreadable ({type(exc).__name__})"
         ) from None
-    width, height = _pixels(width_pt, dpi), _pixels(height_pt, dpi)
+    width, height = pixels_at(width_pt, dpi), pixels_at(height_pt, dpi)
     if width < 1 or height < 1:
         raise CorruptPdfError(f"corrupt PDF: page {index + 1} of {count} has an empty page box")
     if width * height > max_pixels:
@@ -286,7 +301,7 @@ def _check_pdf_page(doc: Any, index: int, count: int, *, dpi: int, max_pixels: i
         )
 
 
-def _pixels(points: float, dpi: int) -> int:
+def pixels_at(points: float, dpi: int) -> int:
     # MuPDF's own rounding (fz_round_rect): outwards, but forgiving float noise
     # such as a 153.60000610-point box at 150 dpi, which renders 320 pixels wide.
     return math.ceil(points * dpi / 72 - _MUPDF_EPSILON)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -114,3 +115,69 @@ def write_pdf(
     )
     Path(path).write_bytes(data)
     return pages
+
+
+@dataclass(frozen=True)
+class TextPageSpec:
+    """A born-digital page: a heading, paragraphs (one line each) and list items."""
+
+    heading: str
+    lines: Sequence[str]
+    items: Sequence[str] = ()
+
+    def text(self) -> str:
+        """What the page's text layer holds, line by line in reading order."""
+        return "\n".join([self.heading, *self.lines, *(f"- {i}" for i in self.items)])
+
+
+def report_pages(seed: int, n_pages: int) -> list[TextPageSpec]:
+    """Pages of a made-up quarterly report; the words are random, the layout fixed."""
+    rng = random.Random(f"pagestream-synth:report:{seed}")  # noqa: S311 - test data
+    regions = ("northern", "southern", "eastern", "western", "central")
+    pages = []
+    for n in range(n_pages):
+        lines = [
+            f"Revenue in the {rng.choice(regions)} region grew by {rng.randrange(1, 40)}% "
+            f"in month {m + 1}."
+            for m in range(rng.randrange(6, 10))
+        ]
+        items = [f"Action item {k + 1} for {rng.choice(regions)} offices" for k in range(3)]
+        heading = f"Section {n + 1}: {rng.choice(regions).title()} Region"
+        pages.append(TextPageSpec(heading, lines, items))
+    return pages
+
+
+def text_pdf(
+    pages: Sequence[TextPageSpec | Image.Image],
+    *,
+    dpi: int = DEFAULT_DPI,
+    invisible_text: Sequence[str | None] = (),
+) -> bytes:
+    """A PDF whose pages are born-digital text (TextPageSpec, A4) or scanned images (an
+    Image: pixels only, no text layer). `invisible_text[i]`, when given, adds an
+    invisible text layer (render mode 3) to page i, as OCR tools do over a scan."""
+    doc: Any = pymupdf.open()  # type: ignore[no-untyped-call]
+    try:
+        for i, spec in enumerate(pages):
+            if isinstance(spec, Image.Image):
+                buf = io.BytesIO()
+                save_jpeg(spec.convert("RGB"), buf, PDF_JPEG_QUALITY)
+                page = doc.new_page(width=spec.width * 72 / dpi, height=spec.height * 72 / dpi)
+                page.insert_image(page.rect, stream=buf.getvalue())
+            else:
+                page = doc.new_page(width=595, height=842)
+                page.insert_text((72, 90), spec.heading, fontsize=20)
+                y = 130.0
+                for line in spec.lines:
+                    page.insert_text((72, y), line, fontsize=11)
+                    y += 16
+                for item in spec.items:
+                    page.insert_text((90, y + 8), f"- {item}", fontsize=11)
+                    y += 16
+            hidden = invisible_text[i] if i < len(invisible_text) else None
+            if hidden:
+                page.insert_text((40, 60), hidden, fontsize=10, render_mode=3)
+        data: bytes = doc.tobytes(garbage=3, deflate=True, no_new_id=True)
+    finally:
+        doc.close()
+    return data

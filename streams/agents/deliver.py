@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from schemas import DocumentResult, PageState, RecordError, decode, encode, headers
+from schemas import DocumentResult, Operation, PageState, RecordError, decode, encode, headers
 from schemas.pages import BlobRef
-from schemas.results import PageResult
+from schemas.results import PageResult, document_markdown
 from streams.blobs import BlobStore
 from streams.envelope import RECORD_OVERHEAD_BYTES, Origin, Outgoing, dead_letter, next_record
 from streams.partitioning import partition_for
@@ -172,19 +172,31 @@ class Deliver:
         return Delivery([emit], hooks, [doc_id], unfinished)
 
     def _claim_checked(self, result: DocumentResult) -> DocumentResult:
-        """`result`, its pages moved to the blob store if it would not fit in a record
-        (a long OCR'd document): the record keeps the summary and a reference."""
-        if self.blobs is None or self.max_record_bytes is None:
-            return result
-        if len(encode(result)) + RECORD_OVERHEAD_BYTES * 4 <= self.max_record_bytes:
+        """`result`, its pages (then its Markdown) moved to the blob store if it would
+        not fit in a record (a long OCR'd document): the record keeps the summary and
+        references."""
+        if self.blobs is None or self.max_record_bytes is None or self._fits(result):
             return result
         pages = json.dumps([p.model_dump(mode="json") for p in result.pages]).encode()
-        stored = self.blobs.put(pages)
-        ref = BlobRef(uri=stored.uri, sha256=stored.sha256, media_type="application/json",
-                      size_bytes=stored.size_bytes)  # fmt: skip
+        result = result.model_copy(
+            update={"pages": [], "pages_ref": self._store(pages, "application/json")}
+        )
         log.info("deliver: doc %s pages moved to the blob store (%d bytes)", result.doc_id,
                  len(pages))  # fmt: skip
-        return result.model_copy(update={"pages": [], "pages_ref": ref})
+        if result.markdown is not None and not self._fits(result):
+            ref = self._store(result.markdown.encode(), "text/markdown")
+            result = result.model_copy(update={"markdown": None, "markdown_ref": ref})
+        return result
+
+    def _fits(self, result: DocumentResult) -> bool:
+        assert self.max_record_bytes is not None  # noqa: S101 - checked by the caller
+        return len(encode(result)) + RECORD_OVERHEAD_BYTES * 4 <= self.max_record_bytes
+
+    def _store(self, data: bytes, media_type: str) -> BlobRef:
+        assert self.blobs is not None  # noqa: S101 - checked by the caller
+        stored = self.blobs.put(data)
+        return BlobRef(uri=stored.uri, sha256=stored.sha256, media_type=media_type,
+                       size_bytes=stored.size_bytes)  # fmt: skip
 
     def _doc_entry(self, doc_id: str, table: MutableMapping[str, Entry]) -> Entry:
         """The document's entry: {"seen": [page_no...], "since": epoch s} while pages
@@ -303,16 +315,18 @@ class Deliver:
         status = (
             "completed" if not failed else "failed" if failed == first.page_count else "partial"
         )
+        page_results = sorted(
+            [PageResult.from_page(p) for p in pages]
+            + [PageResult(page_no=n, error=f"missing: {missing_reason}") for n in missing],
+            key=lambda p: p.page_no,
+        )
         return DocumentResult(
             doc_id=first.doc_id,
             operation=first.operation,
             status=status,
             page_count=first.page_count,
-            pages=sorted(
-                [PageResult.from_page(p) for p in pages]
-                + [PageResult(page_no=n, error=f"missing: {missing_reason}") for n in missing],
-                key=lambda p: p.page_no,
-            ),
+            pages=page_results,
+            markdown=document_markdown(page_results) if first.operation is Operation.ocr else None,
             document_type=extracted.document_type if extracted else doc_type,
             confidence=confidence,
             image_correction=first.orientation.image_correction if first.orientation else None,

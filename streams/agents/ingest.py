@@ -2,9 +2,11 @@
 
 Bytes come inline or from the blob store; the real media type is sniffed from the
 bytes; PDFs are rasterized and images decoded safely (streams/media.py); each page
-is stored in the blob store as PNG and travels by reference. A document that cannot
-be split goes to docs.dlq with the reason, and a `failed` DocumentResult tells the
-client without making it read the DLQ.
+is stored in the blob store as PNG and travels by reference. Operation `ocr` on a
+PDF answers the pages whose own text layer is usable here, on the CPU
+(streams/text_layer.py): they go straight to docs.pages.done and are never rendered.
+A document that cannot be split goes to docs.dlq with the reason, and a `failed`
+DocumentResult tells the client without making it read the DLQ.
 """
 
 from __future__ import annotations
@@ -13,7 +15,16 @@ import base64
 import logging
 from datetime import UTC, datetime
 
-from schemas import DocumentResult, DocumentSubmitted, PageState, RecordError, decode
+from schemas import (
+    DocumentResult,
+    DocumentSubmitted,
+    Operation,
+    PageState,
+    RecordError,
+    Stage,
+    TextLayer,
+    decode,
+)
 from schemas.pages import BlobRef
 from streams import media
 from streams.agents.deliver import WebhookCall
@@ -21,6 +32,7 @@ from streams.blobs import BlobStore, BlobStoreUnavailableError
 from streams.envelope import Origin, Outgoing, dead_letter, error_message, next_record
 from streams.routing import next_step
 from streams.submit import stable_doc_id
+from streams.text_layer import TextPage, read_text_layer
 from streams.topics import DLQ, RESULTS, Topology
 
 log = logging.getLogger(__name__)
@@ -93,47 +105,68 @@ class Ingest:
 
     def _split(self, origin: Origin, sub: DocumentSubmitted, data: bytes) -> list[Outgoing]:
         doc_id = sub.doc_id or stable_doc_id(data, sub.operation, sub.options)
-        pages = media.split_pages(
-            data,
-            dpi=sub.options.dpi,
-            max_pages=sub.options.max_pages,
-            max_pixels=self.max_pixels,
-        )
-        out: list[Outgoing] = []
-        for page in pages:
+        text_pages = self._text_layer(sub, data)
+        mode = sub.options.text_layer
+        answered = {p.page_no: p for p in text_pages if p.refusal(mode) is None}
+        render = None
+        if text_pages:  # only what the text layer does not answer (nothing, for `only`)
+            render = [] if mode is TextLayer.only else [
+                p.page_no for p in text_pages if p.page_no not in answered]  # fmt: skip
+        rendered = media.split_pages(data, dpi=sub.options.dpi, max_pages=sub.options.max_pages,
+                                     max_pixels=self.max_pixels, render=render)  # fmt: skip
+        count = len(text_pages) or len(rendered)
+        source = self._source_ref(data) if text_pages and len(rendered) < count else None
+        states: dict[int, PageState] = {}
+        for page in rendered:
             stored = self.blobs.put(page.png)
-            state = PageState(
-                doc_id=doc_id,
-                page_no=page.page_no,
-                page_count=len(pages),
-                operation=sub.operation,
-                options=sub.options,
-                image=BlobRef(
-                    uri=stored.uri,
-                    sha256=stored.sha256,
-                    media_type="image/png",
-                    size_bytes=stored.size_bytes,
-                    width=page.width,
-                    height=page.height,
-                ),
-                callback=sub.callback,
-                attributes=sub.attributes,
-                submitted_at=sub.submitted_at,
+            image = BlobRef(uri=stored.uri, sha256=stored.sha256, media_type="image/png",
+                            size_bytes=stored.size_bytes, width=page.width,
+                            height=page.height)  # fmt: skip
+            states[page.page_no] = self._page(sub, doc_id, page.page_no, count, image)
+        for text_page in text_pages:
+            if text_page.page_no in states:
+                continue
+            assert source is not None  # noqa: S101 - set whenever a page is not rendered
+            image = source.model_copy(update={"width": text_page.width,
+                                              "height": text_page.height})  # fmt: skip
+            state = self._page(sub, doc_id, text_page.page_no, count, image)
+            refusal = text_page.refusal(mode)
+            states[text_page.page_no] = state.model_copy(
+                update={"last_stage": Stage.ocr, "ocr": text_page.result}
+                if refusal is None
+                else {"error": f"text layer: {refusal}"}
             )
-            route = next_step(state)
-            out.append(
-                next_record(
-                    self.topology.name(route.topic), doc_id, state, origin, f"page{page.page_no}"
-                )
-            )
-        log.info(
-            "ingest: doc %s %s, %d bytes, %d pages",
-            doc_id,
-            pages[0].source_media_type,
-            len(data),
-            len(pages),
-        )
+        out = []
+        for page_no, state in sorted(states.items()):
+            topic = self.topology.name(next_step(state).topic)
+            out.append(next_record(topic, doc_id, state, origin, f"page{page_no}"))
+        log.info("ingest: doc %s %s, %d bytes, %d pages, %d from the text layer", doc_id,
+                 media.sniff(data), len(data), count, len(answered))  # fmt: skip
         return out
+
+    def _text_layer(self, sub: DocumentSubmitted, data: bytes) -> list[TextPage]:
+        """The PDF's text layer, for operation ocr when the submission allows it."""
+        if sub.operation is not Operation.ocr or sub.options.text_layer is TextLayer.never:
+            return []
+        if media.sniff(data) != media.PDF:
+            return []
+        return read_text_layer(data, dpi=sub.options.dpi, max_pages=sub.options.max_pages,
+                               max_pixels=self.max_pixels)  # fmt: skip
+
+    def _source_ref(self, data: bytes) -> BlobRef:
+        """The submitted PDF itself: what a page answered from its text layer was read
+        from (it has no image of its own: nothing was rendered)."""
+        stored = self.blobs.put(data)
+        return BlobRef(uri=stored.uri, sha256=stored.sha256, media_type=media.PDF,
+                       size_bytes=stored.size_bytes)  # fmt: skip
+
+    @staticmethod
+    def _page(sub: DocumentSubmitted, doc_id: str, page_no: int, count: int,
+              image: BlobRef) -> PageState:  # fmt: skip
+        return PageState(doc_id=doc_id, page_no=page_no, page_count=count,
+                         operation=sub.operation, options=sub.options, image=image,
+                         callback=sub.callback, attributes=sub.attributes,
+                         submitted_at=sub.submitted_at)  # fmt: skip
 
     def _failed_result(
         self, origin: Origin, sub: DocumentSubmitted | None, exc: BaseException

@@ -4,6 +4,7 @@
     pagestream topics apply|list          topics declared in streams/topics.py (topics.py)
     pagestream schemas export DIR         JSON Schemas of the records (schemas.py)
     pagestream submit FILE...             publish documents to docs.raw (submit.py)
+    pagestream results                    the latest result per document (results.py)
     pagestream lag                        consumer lag per group and partition (lag.py)
     pagestream dlq list|show|replay       dead letters (dlq.py)
     pagestream agents                     one CPU agent worker (agents.py)
@@ -24,7 +25,7 @@ from typing import Annotated
 
 import typer
 
-from streams.cli import agents, broker, dlq, lag, schemas, submit, topics, up
+from streams.cli import agents, broker, dlq, lag, results, schemas, submit, topics, up
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -41,7 +42,7 @@ def _main(verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False) -> 
     )
 
 
-for _module in (broker, topics, schemas, submit, lag, dlq, agents, up):
+for _module in (broker, topics, schemas, submit, results, lag, dlq, agents, up):
     _module.register(app)
 for _entry in entry_points(group="pagestream.commands"):
     _entry.load()(app)

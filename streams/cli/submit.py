@@ -10,7 +10,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from schemas import Backend, DocumentType, Operation, Options, RecordError
+from schemas import Backend, DocumentType, Operation, Options, RecordError, TextLayer
 from streams import submit as submit_mod
 from streams.cli.common import err, fail, out, settings
 from streams.topics import RAW
@@ -38,6 +38,9 @@ def submit(
     document_type: Annotated[DocumentType | None, typer.Option()] = None,
     max_pages: Annotated[int, typer.Option(min=1)] = 10,
     dpi: Annotated[int, typer.Option(min=72, max=400)] = 150,
+    text_layer: Annotated[
+        TextLayer, typer.Option(help="ocr on PDFs: answer pages from their own text layer?")
+    ] = TextLayer.auto,
     doc_id: Annotated[str | None, typer.Option(help="Only with a single file.")] = None,
     callback: Annotated[str | None, typer.Option(help="Webhook URL for the result.")] = None,
     attr: Annotated[list[str] | None, typer.Option(help="KEY=VALUE, repeatable.")] = None,
@@ -51,6 +54,7 @@ def submit(
         document_type=document_type,
         max_pages=max_pages,
         dpi=dpi,
+        text_layer=text_layer,
     )
     try:
         files = submit_mod.discover(paths)

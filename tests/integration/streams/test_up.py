@@ -81,6 +81,7 @@ def test_up_runs_every_operation_prints_results_and_lag_then_stops_on_ctrl_c(
         "process-cin": "completed",
         "process-cin-rotated": "completed",
         "ocr-pdf-2-pages": "completed",
+        "ocr-born-digital-report": "completed",
     }, printed[-5000:]
     results = _printed_results(printed)
     assert results["classify-cnh"]["document_type"] == "cnh_front"
@@ -89,6 +90,10 @@ def test_up_runs_every_operation_prints_results_and_lag_then_stops_on_ctrl_c(
     assert results["process-cin"]["document_type"] == "cin_front"
     assert results["process-cin-rotated"]["image_correction"] != "none"
     assert [p["page_no"] for p in results["ocr-pdf-2-pages"]["pages"]] == [1, 2]
+    # The born-digital report is answered from its text layer, as Markdown.
+    report = results["ocr-born-digital-report"]
+    assert [p["ocr"]["source"] for p in report["pages"]] == ["text_layer", "text_layer"]
+    assert str(report["markdown"]).startswith("<!-- page 1 -->\n\n# Section 1")
     # The lag of both groups.
     agents_group = f"{cli_env.topics.prefix}{cli_env.agents.app_id}"
     assert f"group {agents_group} (" in printed

@@ -309,3 +309,50 @@ def test_a_page_ocr_claim_check_reaches_the_result() -> None:
     (emit,) = _deliver(Clock()).handle(_origin(page), {}).emits
     assert emit.value is not None
     assert decode(DocumentResult, emit.value).pages[0].ocr_ref == ref
+
+
+def _ocr_page(doc_id: str, page_no: int, page_count: int, markdown: str) -> PageState:
+    from schemas.pages import OcrResult
+
+    ocr = OcrResult(text=markdown.lstrip("# "), confidence=1.0, source="text_layer",
+                    markdown=markdown)  # fmt: skip
+    return _page(doc_id, page_no, page_count).model_copy(update={
+        "operation": Operation.ocr, "last_stage": Stage.ocr, "classification": None,
+        "ocr": ocr})  # fmt: skip
+
+
+def test_an_ocr_document_carries_its_markdown_pages_in_order_with_breaks() -> None:
+    deliver, table = _deliver(Clock()), dict[str, Any]()
+    assert _run(deliver, _origin(_ocr_page("md", 3, 3, "# Three")), table) == []
+    failed = _failed("md", 2, 3).model_copy(update={"operation": Operation.ocr})
+    assert _run(deliver, _origin(failed), table) == []
+    (emit,) = _run(deliver, _origin(_ocr_page("md", 1, 3, "# One\n\ntext")), table)
+    result = decode(DocumentResult, emit.value or b"")
+    assert result.markdown == (
+        "<!-- page 1 -->\n\n# One\n\ntext\n\n"
+        "<!-- page 2: no result: classify failed: ImageDecodeError: truncated -->\n\n"
+        "<!-- page 3 -->\n\n# Three\n"
+    )
+    # Other operations have none.
+    (other,) = _run(deliver, _origin(_page("cls", 1, 1)), table)
+    assert decode(DocumentResult, other.value or b"").markdown is None
+
+
+def test_markdown_too_large_for_a_record_moves_to_the_blob_store_too(tmp_path) -> None:
+    from streams.blobs import BlobStore
+
+    store = BlobStore(str(tmp_path / "blobs"))
+    deliver = Deliver(TOPO, group="g", min_confidence=0.6, delivered_ttl_s=TTL_S,
+                      blobs=store, max_record_bytes=20_000)  # fmt: skip
+    table = dict[str, Any]()
+    body = "# Heading\n\n" + "lorem ipsum dolor " * 300  # ~5 KB per page, twice in the result
+    pages = [_ocr_page("big-md", n, 4, body) for n in range(1, 5)]
+    for page in pages[:-1]:
+        assert _run(deliver, _origin(page), table) == []
+    (emit,) = _run(deliver, _origin(pages[-1]), table)
+    assert emit.fits(20_000)
+    result = decode(DocumentResult, emit.value or b"")
+    assert result.pages_ref is not None and result.markdown is None
+    assert result.markdown_ref is not None and result.markdown_ref.media_type == "text/markdown"
+    markdown = store.get(result.markdown_ref.uri, expected_sha256=result.markdown_ref.sha256)
+    assert markdown.decode().count("# Heading") == 4

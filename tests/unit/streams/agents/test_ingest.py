@@ -105,3 +105,53 @@ def test_a_record_that_is_not_a_submission_is_only_dead_lettered(ingest: Ingest)
     (dead,) = ingest.handle(_origin(b'{"payload": 12}'))
     assert dead.topic == TOPO.name(DLQ)
     assert "payload" in (dead.header(h.ERROR_EXCEPTION_MESSAGE) or "")
+
+
+def _mixed_pdf() -> tuple[bytes, list]:
+    from synth.dataset import generate
+    from synth.pdf import report_pages, text_pdf
+
+    specs = report_pages(4, 2)
+    (scan,) = generate(6, 1, rotations=[0], width=320)
+    return text_pdf([specs[0], scan.image, specs[1]]), specs
+
+
+def test_ocr_answers_born_digital_pages_from_the_text_layer_and_renders_only_the_scans(
+    ingest: Ingest,
+) -> None:
+    from streams.topics import GPU_OCR, PAGES_DONE
+
+    data, specs = _mixed_pdf()
+    sub = _submitted(data, doc_id="mix", operation="ocr", options={"auto_rotate": False})
+    out = ingest.handle(_origin(sub))
+    assert [o.topic for o in out] == [TOPO.name(t) for t in (PAGES_DONE, GPU_OCR, PAGES_DONE)]
+    pages = [decode(PageState, o.value) for o in out]
+    assert [(p.page_no, p.page_count) for p in pages] == [(1, 3), (2, 3), (3, 3)]
+    for page, spec in ((pages[0], specs[0]), (pages[2], specs[1])):
+        assert page.ocr is not None and page.ocr.source == "text_layer"
+        assert page.ocr.text == spec.text()
+        assert (page.ocr.markdown or "").startswith(f"# {spec.heading}")
+        # Nothing was rendered: the page refers to the submitted PDF.
+        assert page.image.media_type == "application/pdf"
+        assert ingest.blobs.get(page.image.uri) == data
+    assert pages[1].ocr is None and pages[1].image.media_type == "image/png"
+
+
+def test_text_layer_never_renders_every_page_and_only_renders_none(ingest: Ingest) -> None:
+    from streams.topics import GPU_OCR, PAGES_DONE
+
+    data, _ = _mixed_pdf()
+    options = {"auto_rotate": False, "text_layer": "never"}
+    out = ingest.handle(_origin(_submitted(data, doc_id="n", operation="ocr", options=options)))
+    assert [o.topic for o in out] == [TOPO.name(GPU_OCR)] * 3
+    options["text_layer"] = "only"
+    out = ingest.handle(_origin(_submitted(data, doc_id="o", operation="ocr", options=options)))
+    assert [o.topic for o in out] == [TOPO.name(PAGES_DONE)] * 3
+    scan = decode(PageState, out[1].value)
+    assert scan.error == "text layer: the page has no text layer" and scan.ocr is None
+
+
+def test_other_operations_never_read_the_text_layer(ingest: Ingest) -> None:
+    data, _ = _mixed_pdf()
+    out = ingest.handle(_origin(_submitted(data, doc_id="c", operation="classify")))
+    assert [o.topic for o in out] == [TOPO.name(GPU_ORIENT)] * 3

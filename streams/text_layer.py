@@ -1,0 +1,118 @@
+"""A PDF's own text layer, the fast path of operation `ocr`: on the CPU, no GPU time.
+
+A born-digital page (a contract exported from a word processor, a generated report)
+carries its text exactly; reading it back costs milliseconds, where a model reads the
+pixels in seconds and makes mistakes. A page is answered from its text layer when the
+layer is usable:
+- enough characters (a page of only a page number is a scan with a stamp, say);
+- few replacement glyphs (U+FFFD: fonts without a Unicode map extract as garbage);
+- visible text: a scanned page that an earlier OCR pass gave an invisible text layer
+  (render mode 3) is read from its pixels, unless the submission asks for `only`.
+
+Markdown comes from pymupdf4llm's classic converter (headings from font sizes, lists,
+tables, columns), which ships with PyMuPDF; it is deterministic and does no OCR of its
+own. Lines and their boxes come from PyMuPDF, in page pixels at the submission's dpi,
+like EasyOCR's. Like streams/media.py this is a pure function of the bytes and the
+limits, and its errors are MediaErrors that name sizes and counts, never content.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pymupdf4llm.helpers import pymupdf_rag
+
+from schemas import TextLayer
+from schemas.pages import OcrBox, OcrResult
+from streams.media import open_pdf, pixels_at
+
+MIN_CHARS = 40  # non-blank characters a usable page has at least
+MAX_REPLACEMENT_SHARE = 0.02
+MAX_INVISIBLE_SHARE = 0.5
+_REPLACEMENT = "\ufffd"
+_INVISIBLE = 3  # PDF text render mode 3: neither filled nor stroked
+
+
+@dataclass(frozen=True)
+class TextPage:
+    page_no: int  # 1-based
+    width: int  # pixels at the dpi asked for, as if rendered
+    height: int
+    result: OcrResult
+    chars: int
+    replacement_share: float
+    invisible_share: float
+
+    def refusal(self, mode: TextLayer) -> str | None:
+        """Why this page is not answered from its text layer under `mode` (None: it is)."""
+        if mode is TextLayer.never:
+            return "text_layer is never"
+        if self.chars == 0:
+            return "the page has no text layer"
+        if mode is TextLayer.only:
+            return None
+        if self.invisible_share > MAX_INVISIBLE_SHARE:
+            return "its text is invisible (an OCR layer over a scanned image)"
+        if self.chars < MIN_CHARS:
+            return f"{self.chars} characters, fewer than {MIN_CHARS}"
+        if self.replacement_share > MAX_REPLACEMENT_SHARE:
+            return f"{self.replacement_share:.0%} of its characters are replacement glyphs"
+        return None
+
+
+def read_text_layer(data: bytes, *, dpi: int, max_pages: int, max_pixels: int) -> list[TextPage]:
+    """Every page's text layer, in page order. Raises MediaError as split_pages does."""
+    with open_pdf(data, dpi=dpi, max_pages=max_pages, max_pixels=max_pixels) as doc:
+        pages = [_read_page(doc[i], i + 1, dpi) for i in range(int(doc.page_count))]
+        with_text = [p.page_no - 1 for p in pages if p.chars]
+        if not with_text:
+            return pages
+        chunks = pymupdf_rag.to_markdown(
+            doc,
+            pages=with_text,
+            page_chunks=True,
+            ignore_images=True,
+            ignore_graphics=False,
+            show_progress=False,
+        )
+    markdown = {int(c["metadata"]["page"]): str(c["text"]).strip() for c in chunks}
+    return [_with_markdown(p, markdown) for p in pages]
+
+
+def _with_markdown(page: TextPage, markdown: dict[int, str]) -> TextPage:
+    md = markdown.get(page.page_no)  # pymupdf4llm numbers pages from 1 in its metadata
+    if md is None:
+        return page
+    return replace(page, result=page.result.model_copy(update={"markdown": md}))
+
+
+def _read_page(page: Any, page_no: int, dpi: int) -> TextPage:
+    scale = dpi / 72
+    lines: list[OcrBox] = []
+    texts: list[str] = []
+    for block in page.get_text("dict", sort=True)["blocks"]:
+        for line in block.get("lines", []):
+            text = "".join(span["text"] for span in line["spans"]).strip()
+            if not text:
+                continue
+            x0, y0, x1, y1 = (round(v * scale) for v in line["bbox"])
+            lines.append(OcrBox(text=text, confidence=1.0,
+                                box=[(x0, y0), (x1, y0), (x1, y1), (x0, y1)]))  # fmt: skip
+            texts.append(text)
+    text = "\n".join(texts)
+    chars = sum(1 for c in text if not c.isspace())
+    replacement = text.count(_REPLACEMENT) / chars if chars else 0.0
+    result = OcrResult(text=text, confidence=1.0, boxes=lines, source="text_layer")
+    width, height = pixels_at(page.rect.width, dpi), pixels_at(page.rect.height, dpi)
+    return TextPage(page_no, width, height, result, chars, replacement, _invisible_share(page))
+
+
+def _invisible_share(page: Any) -> float:
+    total = invisible = 0
+    for span in page.get_texttrace():
+        n = len(span.get("chars", ()))
+        total += n
+        if span.get("type") == _INVISIBLE or span.get("opacity", 1.0) == 0:
+            invisible += n
+    return invisible / total if total else 0.0

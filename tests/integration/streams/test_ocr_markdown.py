@@ -1,0 +1,67 @@
+"""Operation ocr on a PDF mixing born-digital and scanned pages, end to end: the agents
+answer the born-digital pages from their text layer (they never reach the GPU node),
+EasyOCR reads the scanned one, deliver puts the Markdown together in page order, and
+`pagestream results --markdown-out` leaves a .md file a user can open."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from schemas import DocumentResult, Operation, Options, decode
+from streams.cli import app
+from streams.settings import Settings
+from streams.submit import Submitter
+from streams.topics import GPU_OCR, RESULTS, Topology
+from synth.dataset import generate
+from synth.pdf import report_pages, text_pdf
+from tests.support import agents as support
+from tests.support.pages import read_committed
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+
+def test_a_mixed_pdf_comes_back_as_markdown_in_page_order(
+    cli_env: Settings, topology: Topology, node_factory, tmp_path: Path
+) -> None:
+    settings = cli_env
+    specs = report_pages(7, 2)
+    (scan,) = generate(8, 1, rotations=[0], width=480)
+    pdf = text_pdf([specs[0], scan.image, specs[1]])
+    sub = Submitter(settings)
+    sub.submit_bytes(pdf, operation=Operation.ocr, options=Options(auto_rotate=False),
+                     doc_id="report")  # fmt: skip
+    sub.flush()
+    worker = support.start_worker(tmp_path / "agents.log")
+    try:
+        with node_factory() as node:
+            (msg,) = read_committed(settings, [topology.name(RESULTS)], expect=1, timeout_s=180)
+            ocr_pages = node.metrics.records_in.labels(stage="ocr")._value.get()
+        gpu_work = read_committed(settings, [topology.name(GPU_OCR)], expect=1, settle_s=1)
+        assert worker.poll() is None, worker.tail()
+    finally:
+        worker.stop()
+    result = decode(DocumentResult, msg.value())
+    assert (result.status, result.page_count) == ("completed", 3)
+    assert [p.ocr.source for p in result.pages if p.ocr] == ["text_layer", "easyocr", "text_layer"]
+    # Only the scanned page cost GPU time.
+    assert len(gpu_work) == 1 and ocr_pages == 1
+    assert result.pages[0].ocr is not None and result.pages[0].ocr.text == specs[0].text()
+
+    out = tmp_path / "md"
+    shown = CliRunner().invoke(app, ["results", "--doc-id", "report", "--markdown-out", str(out)])
+    assert shown.exit_code == 0, shown.output
+    markdown = (out / "report.md").read_text()
+    assert markdown == result.markdown
+    first, second, third = (markdown.index(f"<!-- page {n} -->") for n in (1, 2, 3))
+    assert first < markdown.index(f"# {specs[0].heading}") < second < third
+    assert markdown.index(f"# {specs[1].heading}") > third
+    scanned = markdown[second:third]
+    assert len(scanned.split()) > 5  # EasyOCR's lines of the scan
+    as_json = CliRunner().invoke(app, ["results", "--doc-id", "report", "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    assert decode(DocumentResult, as_json.output.strip().encode()) == result
+    nothing = CliRunner().invoke(app, ["results", "--doc-id", "nope", "--wait", "1"])
+    assert nothing.exit_code == 1 and "no result yet for nope" in nothing.output
