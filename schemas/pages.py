@@ -70,6 +70,19 @@ class OcrBox(Model):
     box: Annotated[list[Point], Field(min_length=4, max_length=4)]
 
 
+BlockKind = Literal["title", "text", "table", "figure", "formula", "list", "caption", "header",
+                   "footer"]  # fmt: skip
+
+
+class OcrBlock(Model):
+    """A region of the page a VLM named (grounded output): its kind, box and Markdown."""
+
+    kind: BlockKind
+    markdown: str
+    # x1, y1, x2, y2 in pixels of the upright page; None when the model gave no box.
+    box: tuple[int, int, int, int] | None = None
+
+
 class OcrResult(Model):
     text: str  # plain text in reading order
     confidence: Confidence
@@ -77,6 +90,7 @@ class OcrResult(Model):
     # What read the page: EasyOCR from pixels, the PDF's own text layer, or a VLM.
     source: Literal["easyocr", "text_layer", "vlm"] | None = None
     markdown: str | None = None  # the page as Markdown (headings, lists, tables)
+    blocks: list[OcrBlock] = Field(default_factory=list)  # grounded VLM output only
     # Why the result may be incomplete (cut off, looping, a doubtful text layer).
     warnings: list[str] = Field(default_factory=list)
 

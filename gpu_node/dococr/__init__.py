@@ -1,0 +1,1 @@
+"""Document OCR by a VLM: presets and reply parsing."""
