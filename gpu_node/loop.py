@@ -96,7 +96,11 @@ class GpuNode:
         self.facts_topic = {s: topology.name(FACTS_BY_STAGE[s.value]) for s in Stage}
         self.stage_of_output = {t: s for s, t in self.facts_topic.items()}
         self.dlq_topic = topology.name(DLQ)
-        self.extract_topic = topology.name(WORK_BY_STAGE[Stage.extract.value])
+        # Topics whose records can go to the extraction scheduler: paused together by
+        # its backpressure (gpu.ocr too when a VLM reads pages).
+        self.async_topics = {topology.name(WORK_BY_STAGE[Stage.extract.value])}
+        if engines.vlm is not None:
+            self.async_topics.add(topology.name(WORK_BY_STAGE[Stage.ocr.value]))
         # Half of max.poll.interval: the orchestrator restarts a stuck node before
         # Kafka evicts it from the group.
         self.health = Health(stuck_after_s=settings.max_poll_interval_ms / 2000)
@@ -227,8 +231,8 @@ class GpuNode:
         self._resume_due_retries()
         self.extractions.collect()
         self.extractions.submit()
-        extract_parts = {tp for tp in self.assigned if tp[0] == self.extract_topic}
-        self.extractions.apply_backpressure(self._consumer, extract_parts)
+        async_parts = {tp for tp in self.assigned if tp[0] in self.async_topics}
+        self.extractions.apply_backpressure(self._consumer, async_parts)
         self._commit_ready()
         # In order; block on the oldest only when the look-ahead is full.
         while self.computing and (
@@ -258,7 +262,7 @@ class GpuNode:
                 continue
             task = Task(stage, slot, origin, page)
             task.image = self._pool.submit(self._fetch, task.stage, page)
-            if stage is Stage.extract:
+            if stage is Stage.extract or self.engines.reads_with_vlm(stage, page.options.backend):
                 self.extractions.add(task)
             else:
                 sync.append(task)
@@ -420,7 +424,7 @@ class GpuNode:
         consumer.incremental_assign(partitions)
         new = {(tp.topic, tp.partition) for tp in partitions}
         self.assigned |= new
-        self.extractions.on_assigned(consumer, {tp for tp in new if tp[0] == self.extract_topic})
+        self.extractions.on_assigned(consumer, {tp for tp in new if tp[0] in self.async_topics})
         log.info("assigned %d partitions (now %d)", len(new), len(self.assigned))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:

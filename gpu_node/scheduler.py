@@ -1,9 +1,11 @@
-"""The extraction scheduler: gpu.extract tasks to the engines, off the Kafka loop.
+"""The extraction scheduler: gpu.extract tasks (and `ocr` pages the VLM reads) to the
+engines, off the Kafka loop.
 
-Extraction (a VLM, or rules over OCR) is slow and asynchronous, so it never runs on
-the polling thread. Tasks wait in a backlog; up to `max_inflight_extractions` are
-handed to their engine in chunks of at most `max_batch` on the background event
-loop; finished chunks are collected on the next loop iteration without waiting.
+Extraction (a VLM, or rules over OCR) and VLM page reading are slow and asynchronous,
+so they never run on the polling thread. Tasks wait in a backlog; up to
+`max_inflight_extractions` are handed to their engine in chunks of at most `max_batch`
+(one stage per chunk) on the background event loop; finished chunks are collected on
+the next loop iteration without waiting.
 
 What goes wrong, and what happens then:
 - the engine is unavailable (server down, circuit open): the tasks are kept, in
@@ -23,12 +25,14 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
+from typing import cast
 
 from confluent_kafka import Consumer, TopicPartition
 
 from gpu_node.background import BackgroundLoop
+from gpu_node.dococr.transcribe import PageReader
 from gpu_node.extraction.base import EngineUnavailable, ExtractionInput, Extractor
 from gpu_node.extraction.engines import Engines
 from gpu_node.images import RGBArray
@@ -36,11 +40,13 @@ from gpu_node.metrics import NodeMetrics
 from gpu_node.ordering import TopicPartitionKey
 from gpu_node.tasks import Task, document_type
 from schemas import ExtractionResult, Stage
+from schemas.pages import OcrResult
 from streams.settings import NodeSettings
 
 log = logging.getLogger(__name__)
 
-ChunkResult = list[ExtractionResult | BaseException]
+ChunkResult = list[ExtractionResult | OcrResult | BaseException]
+Engine = Extractor | PageReader
 
 
 class ExtractionScheduler:
@@ -51,7 +57,7 @@ class ExtractionScheduler:
         settings: NodeSettings,
         metrics: NodeMetrics,
         *,
-        on_result: Callable[[Task, ExtractionResult], None],
+        on_result: Callable[[Task, ExtractionResult | OcrResult], None],
         on_failure: Callable[[Task, BaseException], None],
     ) -> None:
         self._engines = engines
@@ -87,7 +93,7 @@ class ExtractionScheduler:
         self.backlog = deque(t for t in self.backlog if not t.dropped)
         while self.inflight_count < limit and (head := self._pop_eligible()) is not None:
             try:
-                engine = self._engines.for_backend(head.page.options.backend)
+                engine = self._engines.for_task(head.stage, head.page.options.backend)
             except ValueError as exc:
                 self._on_failure(head, exc)
                 continue
@@ -108,8 +114,9 @@ class ExtractionScheduler:
                 return task
         return None
 
-    def _take_chunk(self, head: Task, engine: Extractor, room: int) -> list[Task]:
-        """`head` plus up to max_batch-1 more eligible backlog tasks for `engine`."""
+    def _take_chunk(self, head: Task, engine: Engine, room: int) -> list[Task]:
+        """`head` plus up to max_batch-1 more eligible backlog tasks of its stage for
+        `engine`."""
         chunk = [head]
         if head.extra.get("alone"):
             return chunk
@@ -122,14 +129,15 @@ class ExtractionScheduler:
                 kept.append(task)
                 continue
             try:
-                same = self._engines.for_backend(task.page.options.backend) is engine
+                chosen = self._engines.for_task(task.stage, task.page.options.backend)
+                same = chosen is engine and task.stage is head.stage
             except ValueError:
                 same = False
             (chunk if same else kept).append(task)
         self.backlog.extendleft(reversed(kept))
         return chunk
 
-    async def _extract(self, engine: Extractor, tasks: list[Task]) -> ChunkResult:
+    async def _extract(self, engine: Engine, tasks: list[Task]) -> ChunkResult:
         """Per task a result or the reason its image could not be used; engine errors raise."""
         fetched: list[RGBArray | BaseException] = []
         for task in tasks:
@@ -139,17 +147,21 @@ class ExtractionScheduler:
                 fetched.append(image)
             except Exception as exc:
                 fetched.append(exc)
-        inputs = [
-            ExtractionInput(image=im, document_type=document_type(t.page), ocr=t.page.ocr)
-            for t, im in zip(tasks, fetched, strict=True)
-            if not isinstance(im, BaseException)
-        ]
+        ok = [(t, im) for t, im in zip(tasks, fetched, strict=True)
+              if not isinstance(im, BaseException)]  # fmt: skip
+        stage = tasks[0].stage
         started = time.perf_counter()
-        results = iter(await engine.extract(inputs) if inputs else [])
-        self._metrics.batch_size.labels(Stage.extract.value).observe(len(inputs))
-        self._metrics.stage_latency.labels(Stage.extract.value).observe(
-            time.perf_counter() - started
-        )
+        outputs: Sequence[ExtractionResult | OcrResult] = []
+        if ok and stage is Stage.ocr:
+            assert isinstance(engine, PageReader)  # noqa: S101 - for_task chose it for ocr
+            outputs = await engine.transcribe([im for _, im in ok])
+        elif ok:
+            inputs = [ExtractionInput(image=im, document_type=document_type(t.page),
+                                      ocr=t.page.ocr) for t, im in ok]  # fmt: skip
+            outputs = await cast(Extractor, engine).extract(inputs)
+        self._metrics.batch_size.labels(stage.value).observe(len(ok))
+        self._metrics.stage_latency.labels(stage.value).observe(time.perf_counter() - started)
+        results = iter(outputs)
         return [im if isinstance(im, BaseException) else next(results) for im in fetched]
 
     # ---- collect ---------------------------------------------------------

@@ -280,11 +280,31 @@ class OpenAISettings(BaseModel):
     max_image_pixels: int = Field(default=1280 * 28 * 28, ge=1)  # downscaled before upload
 
 
+DocOcrPreset = Literal["deepseek-ocr", "qwen2.5-vl", "olmocr"]  # see gpu_node/dococr/presets.py
+
+
+class DocOcrSettings(BaseModel):
+    """Operation `ocr` read by the VLM engine: a page to Markdown."""
+
+    preset: DocOcrPreset = "qwen2.5-vl"
+    prompt: str | None = None  # replaces the preset's prompt (no code needed)
+    max_tokens: int = Field(default=4096, ge=1)  # per page
+    # Per page: what the model wrote by then is kept, with a warning.
+    deadline_s: float = Field(default=300.0, gt=0)
+    image_side: int | None = Field(default=None, ge=28)  # longest side sent; None: preset's
+    # vLLM's no-repeat n-gram rule for any preset (None: the preset's own, if any).
+    no_repeat_ngram_size: int | None = Field(default=None, ge=1)
+    no_repeat_window: int = Field(default=90, ge=1)
+
+
 class ExtractionSettings(BaseModel):
     # The VLM behind `backend=vlm` and `backend=hybrid`; "none": only the rules engine.
     vlm_engine: Literal["none", "vllm", "openai"] = "none"
     # What a record asking for `backend=auto` gets.
     auto_backend: Literal["ocr", "vlm", "hybrid"] = "ocr"
+    # Operation ocr with `backend=auto`: EasyOCR ("ocr") or the VLM engine ("vlm").
+    auto_ocr_backend: Literal["ocr", "vlm"] = "ocr"
+    doc_ocr: DocOcrSettings = Field(default_factory=DocOcrSettings)
     vllm: VllmSettings = Field(default_factory=VllmSettings)
     openai: OpenAISettings = Field(default_factory=OpenAISettings)
 

@@ -120,6 +120,15 @@ def tiny_vlm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_writer_vlm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny checkpoint without its bias for short answers: it writes until max_tokens
+    (page reading: truncation, the no-repeat rule, deadlines)."""
+    from gpu_node.extraction.tiny_vlm import build_tiny_vlm
+
+    return build_tiny_vlm(tmp_path_factory.mktemp("tiny-vlm-writer") / "model", answers="long")
+
+
+@pytest.fixture(scope="session")
 def vllm_server(tiny_vlm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`vllm serve` on the tiny checkpoint, CPU settings; yields its /v1 base URL.
 

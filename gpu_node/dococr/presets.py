@@ -85,5 +85,3 @@ PRESETS: dict[str, Preset] = {
         name="olmocr", prompt=_FRONT_MATTER_PROMPT, reply="front_matter", image_side=1288
     ),
 }
-
-PresetName = Literal["deepseek-ocr", "qwen2.5-vl", "olmocr"]

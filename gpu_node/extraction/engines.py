@@ -6,6 +6,10 @@
 | vlm | the configured VLM engine (`vllm` in-process, or `openai` server) |
 | hybrid | the VLM engine cross-checked against rules |
 | auto | `extraction.auto_backend` (default: ocr) |
+
+Operation `ocr` reads pages with EasyOCR (backend `ocr`, on the synchronous stages)
+or with the VLM engine (backend `vlm`, and `hybrid`, which means the same here),
+through the extraction scheduler; `auto` is `extraction.auto_ocr_backend`.
 """
 
 from __future__ import annotations
@@ -13,10 +17,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from gpu_node.dococr.transcribe import PageReader
 from gpu_node.extraction.base import Extractor
 from gpu_node.extraction.hybrid import HybridExtractor
 from gpu_node.registry import ModelRegistry
-from schemas import Backend
+from schemas import Backend, Stage
 from streams.settings import ExtractionSettings
 
 log = logging.getLogger(__name__)
@@ -32,13 +37,13 @@ def build_vlm(settings: ExtractionSettings) -> Extractor | None:
             raise ValueError("vlm_engine=vllm needs PAGESTREAM_EXTRACTION__VLLM__MODEL")
         from gpu_node.extraction.vllm_engine import VllmExtractor
 
-        return VllmExtractor(settings.vllm)
+        return VllmExtractor(settings.vllm, settings.doc_ocr)
     if settings.vlm_engine == "openai":
         if not settings.openai.base_url:
             raise ValueError("vlm_engine=openai needs PAGESTREAM_EXTRACTION__OPENAI__BASE_URL")
         from gpu_node.extraction.openai_engine import OpenAIExtractor
 
-        return OpenAIExtractor(settings.openai)
+        return OpenAIExtractor(settings.openai, settings.doc_ocr)
     return None
 
 
@@ -69,6 +74,25 @@ class Engines:
                 "(set PAGESTREAM_EXTRACTION__VLM_ENGINE to vllm or openai)"
             )
         return engine
+
+    def reads_with_vlm(self, stage: Stage, backend: Backend) -> bool:
+        """Whether an `ocr` page goes to the VLM (the scheduler) instead of EasyOCR."""
+        if stage is not Stage.ocr:
+            return False
+        chosen = self.settings.auto_ocr_backend if backend is Backend.auto else backend.value
+        return chosen != "ocr"
+
+    def for_task(self, stage: Stage, backend: Backend) -> Extractor | PageReader:
+        """The engine of a task the scheduler runs: an extraction, or an `ocr` page for
+        the VLM."""
+        if stage is not Stage.ocr:
+            return self.for_backend(backend)
+        if not isinstance(self.vlm, PageReader):
+            raise NoEngineError(
+                f"operation ocr with backend={backend.value} needs a VLM engine and this node "
+                "has none (set PAGESTREAM_EXTRACTION__VLM_ENGINE to vllm or openai)"
+            )
+        return self.vlm
 
     async def start(self) -> None:
         if self.vlm is not None and (start := getattr(self.vlm, "start", None)) is not None:

@@ -23,13 +23,12 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Sequence
-from typing import Any, cast
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar, cast
 
 import httpx
 import openai
 from circuitbreaker import STATE_HALF_OPEN, CircuitBreaker  # type: ignore[import-untyped]
-from openai.types.chat import ChatCompletion
 from PIL import Image
 from tenacity import (
     AsyncRetrying,
@@ -39,13 +38,17 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from gpu_node.dococr.transcribe import Completion, PageAsk, transcribe
 from gpu_node.extraction.base import EngineUnavailable, ExtractionInput
 from gpu_node.extraction.prompts import json_schema_for, parse_fields, prompt_for, schema_name
 from gpu_node.images import RGBArray
 from schemas.extraction import ExtractionResult
-from streams.settings import OpenAISettings
+from schemas.pages import OcrResult
+from streams.settings import DocOcrSettings, OpenAISettings
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 JPEG_QUALITY = 90
 
@@ -79,17 +82,16 @@ def encode_image(image: RGBArray, max_pixels: int) -> tuple[str, tuple[int, int]
     if w * h > max_pixels:
         scale = math.sqrt(max_pixels / (w * h))
         pil = pil.resize((max(1, int(w * scale)), max(1, int(h * scale))), Image.Resampling.BICUBIC)
-    buf = io.BytesIO()
-    pil.save(buf, format="JPEG", quality=JPEG_QUALITY)
-    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii"), pil.size
+    return _data_url(pil), pil.size
 
 
 class OpenAIExtractor:
     name = "openai"
 
-    def __init__(self, settings: OpenAISettings) -> None:
+    def __init__(self, settings: OpenAISettings, doc_ocr: DocOcrSettings | None = None) -> None:
         if not settings.base_url:
             raise ValueError("the openai engine needs a server URL (extraction.openai.base_url)")
+        self.ask = PageAsk.from_settings(doc_ocr or DocOcrSettings())
         self.settings = s = settings
         self._http = httpx.AsyncClient(
             limits=httpx.Limits(
@@ -159,7 +161,17 @@ class OpenAIExtractor:
             },
         }
         started = time.monotonic()
-        completion = await self._guarded(request_id, messages, response_format)
+        completion = await self._guarded(
+            request_id,
+            lambda: self._client.chat.completions.create(
+                model=self.settings.model,
+                messages=messages,
+                response_format=response_format,
+                temperature=0.0,
+                max_tokens=self.settings.max_tokens,
+                extra_headers={"X-Request-Id": request_id},
+            ),
+        )
         choice = completion.choices[0]
         usage = completion.usage
         log.debug(
@@ -184,9 +196,46 @@ class OpenAIExtractor:
         )
         return ExtractionResult(document_type=item.document_type, fields=fields, engine=self.name)
 
-    async def _guarded(
-        self, request_id: str, messages: Any, response_format: Any
-    ) -> ChatCompletion:
+    async def transcribe(self, pages: Sequence[RGBArray]) -> list[OcrResult]:
+        """Operation ocr: each page to Markdown (see gpu_node/dococr)."""
+        return await transcribe(self, pages, self.ask)
+
+    async def complete_page(self, image: Image.Image, ask: PageAsk) -> Completion:
+        request_id = uuid.uuid4().hex[:16]
+        data_url = await asyncio.to_thread(_data_url, image)
+        messages: list[Any] = [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": data_url}},
+            {"type": "text", "text": ask.chat_prompt}]}]  # fmt: skip
+        extra: dict[str, Any] = {"skip_special_tokens": ask.preset.skip_special_tokens}
+        if ask.no_repeat is not None:  # vLLM's per-request logits processor arguments
+            extra["vllm_xargs"] = ask.no_repeat.extra_args()
+
+        async def stream() -> Completion:
+            chunks: list[str] = []
+            finish: str | None = None
+            response = await self._client.chat.completions.create(
+                model=self.settings.model, messages=messages, temperature=ask.preset.temperature,
+                max_tokens=ask.max_tokens, stream=True, extra_body=extra,
+                extra_headers={"X-Request-Id": request_id},
+            )  # fmt: skip
+            try:
+                async with asyncio.timeout(ask.deadline_s):
+                    async for chunk in response:
+                        for choice in chunk.choices:
+                            chunks.append(choice.delta.content or "")
+                            finish = choice.finish_reason or finish
+            except TimeoutError:
+                finish = "deadline"  # what was written by then is kept
+            finally:
+                await response.close()
+            return Completion("".join(chunks), finish)
+
+        done = await self._guarded(request_id, stream)
+        log.debug("openai ocr request %s: %d chars, finish_reason=%s", request_id,
+                  len(done.text), done.finish_reason)  # fmt: skip
+        return done
+
+    async def _guarded(self, request_id: str, call: Callable[[], Awaitable[T]]) -> T:
         """One request through the circuit breaker (one probe at a time when half-open)."""
         probe = self.breaker.state == STATE_HALF_OPEN
         if probe:
@@ -201,10 +250,8 @@ class OpenAIExtractor:
                     f"openai circuit open after {self.breaker.failure_count} consecutive failed"
                     f" requests; next probe in {max(self.breaker.open_remaining, 0)} s"
                 )
-            completion: ChatCompletion = await self.breaker.call_async(
-                self._request_with_retries, request_id, messages, response_format
-            )
-            return completion
+            result: T = await self.breaker.call_async(self._request_with_retries, request_id, call)
+            return result
         finally:
             if probe:
                 self._probing = False
@@ -228,9 +275,7 @@ class OpenAIExtractor:
 
         return wait
 
-    async def _request_with_retries(
-        self, request_id: str, messages: Any, response_format: Any
-    ) -> ChatCompletion:
+    async def _request_with_retries(self, request_id: str, call: Callable[[], Awaitable[T]]) -> T:
         s = self.settings
         attempt_no = 0
         try:
@@ -243,14 +288,7 @@ class OpenAIExtractor:
                 with attempt:
                     attempt_no = attempt.retry_state.attempt_number
                     try:
-                        return await self._client.chat.completions.create(
-                            model=s.model,
-                            messages=messages,
-                            response_format=response_format,
-                            temperature=0.0,
-                            max_tokens=s.max_tokens,
-                            extra_headers={"X-Request-Id": request_id},
-                        )
+                        return await call()
                     except TRANSIENT_ERRORS as exc:
                         log.info(
                             "openai request %s attempt %d/%d failed: %s",
@@ -266,3 +304,9 @@ class OpenAIExtractor:
                 f" of request {request_id}"
             ) from exc
         raise AssertionError("unreachable: tenacity either returns or raises")
+
+
+def _data_url(image: Image.Image) -> str:
+    buf = io.BytesIO()
+    image.convert("RGB").save(buf, format="JPEG", quality=JPEG_QUALITY)
+    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")

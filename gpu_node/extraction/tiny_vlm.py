@@ -16,12 +16,14 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from gpu_node.extraction.prompts import prompt_for
 from schemas.common import DocumentType
 
 log = logging.getLogger(__name__)
+
+Answers = Literal["short", "long"]
 
 MARKER = "pagestream-tiny-vlm.json"
 BUILD_VERSION = 1
@@ -109,7 +111,7 @@ def _build_tokenizer() -> Any:
     return tokenizer
 
 
-def _build(out: Path, seed: int) -> None:
+def _build(out: Path, seed: int, answers: Answers) -> None:
     import torch
     from transformers import (
         GenerationConfig,
@@ -159,7 +161,8 @@ def _build(out: Path, seed: int) -> None:
     )
     torch.manual_seed(seed)
     model = Qwen2_5_VLForConditionalGeneration(config).eval()  # type: ignore[no-untyped-call]
-    _prefer_short_answers(model, tokenizer)
+    if answers == "short":
+        _prefer_short_answers(model, tokenizer)
     model.generation_config = GenerationConfig(  # type: ignore[no-untyped-call]
         bos_token_id=ids[ENDOFTEXT],
         eos_token_id=[ids[IM_END], ids[ENDOFTEXT]],
@@ -204,15 +207,20 @@ def _prefer_short_answers(model: Any, tokenizer: Any) -> None:
             head[tokenizer.convert_tokens_to_ids(token), c] = bonus
 
 
-def build_tiny_vlm(out_dir: Path, *, seed: int = 0) -> Path:
+def build_tiny_vlm(out_dir: Path, *, seed: int = 0, answers: Answers = "short") -> Path:
     """Build the checkpoint into `out_dir` (created) and return it.
 
+    `answers="short"` ends strings, lists and the turn as soon as it may (for
+    schema-constrained extraction); `"long"` is plain random weights, which write
+    until max_tokens (for page reading: truncation, the no-repeat rule, deadlines).
     Idempotent: a folder already built with the same seed is returned as is
     (a marker file written last says so). The same seed gives the same weights.
     """
     out_dir = Path(out_dir)
     marker = out_dir / MARKER
-    wanted = {"version": BUILD_VERSION, "seed": seed}
+    wanted: dict[str, object] = {"version": BUILD_VERSION, "seed": seed}
+    if answers != "short":
+        wanted["answers"] = answers
     if marker.is_file():
         built = json.loads(marker.read_text())
         if built == wanted:
@@ -227,7 +235,7 @@ def build_tiny_vlm(out_dir: Path, *, seed: int = 0) -> Path:
     # never leaves a half-written checkpoint that looks complete.
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
-        _build(tmp, seed)
+        _build(tmp, seed, answers)
         (tmp / MARKER).write_text(json.dumps(wanted))
         if out_dir.exists():
             out_dir.rmdir()  # empty, checked above

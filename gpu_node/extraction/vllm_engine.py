@@ -19,24 +19,31 @@ from typing import TYPE_CHECKING, Any
 
 from PIL import Image
 
+from gpu_node.dococr.transcribe import Completion, PageAsk, transcribe
 from gpu_node.extraction.base import EngineUnavailable, ExtractionInput
 from gpu_node.extraction.prompts import json_schema_for, parse_fields, prompt_for
+from gpu_node.images import RGBArray
 from schemas.extraction import ExtractionResult
-from streams.settings import VllmSettings
+from schemas.pages import OcrResult
+from streams.settings import DocOcrSettings, VllmSettings
 
 if TYPE_CHECKING:
     from vllm.v1.engine.async_llm import AsyncLLM
 
 log = logging.getLogger(__name__)
 
+# vLLM's per-request no-repeat n-gram logits processor, as "module:Class" (loaded by vLLM).
+_NGRAM_PROCESSOR = "vllm.model_executor.models.deepseek_ocr:NGramPerReqLogitsProcessor"
+
 
 class VllmExtractor:
     name = "vllm"
 
-    def __init__(self, settings: VllmSettings) -> None:
+    def __init__(self, settings: VllmSettings, doc_ocr: DocOcrSettings | None = None) -> None:
         if not settings.model:
             raise ValueError("the vllm engine needs a model folder (extraction.vllm.model)")
         self.settings = settings
+        self.ask = PageAsk.from_settings(doc_ocr or DocOcrSettings())
         self._engine: AsyncLLM | None = None
 
     async def start(self) -> None:
@@ -65,6 +72,9 @@ class VllmExtractor:
             ),
             enable_log_requests=False,  # request logs would carry prompts
             disable_log_stats=True,
+            # Per request: only requests that pass its arguments (a preset's no-repeat
+            # rule) are touched. The class is vLLM's, written for DeepSeek-OCR.
+            logits_processors=[_NGRAM_PROCESSOR] if self.ask.no_repeat else None,
         )
         started = time.monotonic()
         # Loading weights and profiling memory take a while and are blocking: off
@@ -118,6 +128,63 @@ class VllmExtractor:
                     raise exc
             raise failures[0]
         return [o for o in outcomes if isinstance(o, ExtractionResult)]
+
+    async def transcribe(self, pages: Sequence[RGBArray]) -> list[OcrResult]:
+        """Operation ocr: each page to Markdown (see gpu_node/dococr)."""
+        return await transcribe(self, pages, self.ask)
+
+    async def complete_page(self, image: Image.Image, ask: PageAsk) -> Completion:
+        from vllm.renderers import ChatParams
+        from vllm.sampling_params import RequestOutputKind, SamplingParams
+        from vllm.v1.engine.exceptions import EngineDeadError
+
+        engine = self._engine
+        if engine is None:
+            raise EngineUnavailable("vllm engine is not started")
+        if engine.errored:
+            raise EngineUnavailable("vllm engine is dead (its core process failed)")
+        request_id = f"ocr-{uuid.uuid4().hex}"
+        engine_input: Any
+        if ask.preset.chat:
+            messages: list[Any] = [{"role": "user", "content": [
+                {"type": "image_pil", "image_pil": image},
+                {"type": "text", "text": ask.chat_prompt}]}]  # fmt: skip
+            renderer = engine.renderer
+            _, (engine_input,) = await renderer.render_chat_async(
+                [messages],
+                ChatParams(chat_template_kwargs={"add_generation_prompt": True}),
+                renderer.default_chat_tok_params.with_kwargs(add_special_tokens=False),
+            )
+        else:  # a raw prompt, `<image>` where the image goes (DeepSeek-OCR)
+            engine_input = {"prompt": ask.prompt, "multi_modal_data": {"image": image}}
+        params = SamplingParams(
+            temperature=ask.preset.temperature,
+            max_tokens=ask.max_tokens,
+            skip_special_tokens=ask.preset.skip_special_tokens,
+            extra_args=ask.no_repeat.extra_args() if ask.no_repeat else None,
+            # Cumulative: at the deadline, what was written so far is at hand.
+            output_kind=RequestOutputKind.CUMULATIVE,
+        )
+        latest = None
+        try:
+            async with asyncio.timeout(ask.deadline_s):
+                async for output in engine.generate(engine_input, params, request_id):
+                    latest = output
+        except TimeoutError:
+            await engine.abort(request_id)
+            if latest is None or not latest.outputs:
+                return Completion("", "deadline")
+            return Completion(
+                latest.outputs[0].text, "deadline", tuple(latest.outputs[0].token_ids)
+            )
+        except EngineDeadError as exc:
+            raise EngineUnavailable(f"vllm engine died during request {request_id}") from exc
+        if latest is None or not latest.outputs:
+            raise RuntimeError(f"vllm returned no output for request {request_id}")
+        completion = latest.outputs[0]
+        log.debug("vllm ocr request %s: %d output tokens, finish_reason=%s", request_id,
+                  len(completion.token_ids), completion.finish_reason)  # fmt: skip
+        return Completion(completion.text, completion.finish_reason, tuple(completion.token_ids))
 
     async def _extract_one(self, engine: AsyncLLM, item: ExtractionInput) -> ExtractionResult:
         from vllm.renderers import ChatParams

@@ -65,3 +65,43 @@ def test_a_mixed_pdf_comes_back_as_markdown_in_page_order(
     assert decode(DocumentResult, as_json.output.strip().encode()) == result
     nothing = CliRunner().invoke(app, ["results", "--doc-id", "nope", "--wait", "1"])
     assert nothing.exit_code == 1 and "no result yet for nope" in nothing.output
+
+
+def test_a_scanned_pdf_read_by_a_vlm_behind_vllm_serve_comes_back_page_by_page(
+    cli_env: Settings, topology: Topology, node_factory, vllm_server: str, tmp_path: Path
+) -> None:
+    # The OpenAI-compatible path: the node asks a real `vllm serve` for each page. The
+    # tiny model's text is noise (this one ends its turn at once); the order is real.
+    from gpu_node.extraction.engines import build_vlm
+    from schemas import Backend, TextLayer
+    from streams.settings import DocOcrSettings, ExtractionSettings, OpenAISettings
+    from synth.pdf import images_to_pdf
+    from tests.support.vlm import TINY_MAX_PIXELS
+
+    settings = cli_env
+    scans = [d.image for d in generate(9, 3, rotations=[0], width=320)]
+    options = Options(auto_rotate=False, backend=Backend.vlm, text_layer=TextLayer.never)
+    sub = Submitter(settings)
+    sub.submit_bytes(images_to_pdf(scans), operation=Operation.ocr, options=options,
+                     doc_id="scanned")  # fmt: skip
+    sub.flush()
+    extraction = ExtractionSettings(
+        vlm_engine="openai",
+        openai=OpenAISettings(base_url=vllm_server, model="tiny", max_image_pixels=TINY_MAX_PIXELS),
+        doc_ocr=DocOcrSettings(max_tokens=32),
+    )
+    worker = support.start_worker(tmp_path / "agents.log")
+    try:
+        with node_factory(vlm=build_vlm(extraction), extraction=extraction):
+            (msg,) = read_committed(settings, [topology.name(RESULTS)], expect=1, timeout_s=240)
+        assert worker.poll() is None, worker.tail()
+    finally:
+        worker.stop()
+    result = decode(DocumentResult, msg.value())
+    assert (result.status, result.page_count) == ("completed", 3), result.errors
+    assert [(p.page_no, p.ocr.source if p.ocr else None) for p in result.pages] == [
+        (1, "vlm"), (2, "vlm"), (3, "vlm")]  # fmt: skip
+    markdown = result.markdown or ""
+    assert [markdown.index(f"<!-- page {n} -->") for n in (1, 2, 3)] == sorted(
+        markdown.index(f"<!-- page {n} -->") for n in (1, 2, 3)
+    )
