@@ -10,10 +10,11 @@ layer is usable:
   (render mode 3) is read from its pixels, unless the submission asks for `only`.
 
 Markdown comes from pymupdf4llm's classic converter (headings from font sizes, lists,
-tables, columns), which ships with PyMuPDF; it is deterministic and does no OCR of its
-own. Lines and their boxes come from PyMuPDF, in page pixels at the submission's dpi,
-like EasyOCR's. Like streams/media.py this is a pure function of the bytes and the
-limits, and its errors are MediaErrors that name sizes and counts, never content.
+tables from ruling lines, columns), which ships with PyMuPDF; it is deterministic, runs
+no model and does no OCR of its own. Lines and their boxes come from PyMuPDF, in page
+pixels at the submission's dpi, like EasyOCR's. Like streams/media.py this is a pure
+function of the bytes and the limits, and its errors are MediaErrors that name sizes
+and counts, never content.
 """
 
 from __future__ import annotations
@@ -21,11 +22,18 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+import pymupdf4llm
 from pymupdf4llm.helpers import pymupdf_rag
 
 from schemas import TextLayer
 from schemas.pages import OcrBox, OcrResult
 from streams.media import open_pdf, pixels_at
+
+# Importing PyMuPDF 2 switches on its ONNX layout model for the whole process, and
+# table detection then runs it on every page: 95 % of the time of a page here. The
+# classic, rule-based analysis is what this fast path is for (the agents use PyMuPDF
+# for nothing that needs the model).
+pymupdf4llm.use_layout(False)
 
 MIN_CHARS = 40  # non-blank characters a usable page has at least
 MAX_REPLACEMENT_SHARE = 0.02

@@ -79,3 +79,19 @@ def test_garbled_glyphs_refuse_the_text_layer() -> None:
 def test_the_limits_hold_as_for_rendering() -> None:
     with pytest.raises(TooManyPagesError, match="more than max_pages 1"):
         read_text_layer(text_pdf(report_pages(2, 2)), **{**LIMITS, "max_pages": 1})
+
+
+def test_a_ruled_table_becomes_a_markdown_table() -> None:
+    doc = pymupdf.open()
+    page = doc.new_page()
+    page.insert_text((72, 60), "Quarterly figures by region and month", fontsize=14)
+    rows = [["Region", "Q1", "Q2"], ["North", "10", "12"], ["South", "7", "9"]]
+    for r, row in enumerate(rows):
+        for c, cell in enumerate(row):
+            rect = pymupdf.Rect(72 + c * 120, 100 + r * 24, 192 + c * 120, 124 + r * 24)
+            page.draw_rect(rect, color=(0, 0, 0), width=0.8)
+            page.insert_text((rect.x0 + 4, rect.y1 - 7), cell, fontsize=11)
+    (read,) = read_text_layer(doc.tobytes(), **LIMITS)
+    assert "|Region|Q1|Q2|\n|---|---|---|\n|North|10|12|\n|South|7|9|" in (
+        read.result.markdown or ""
+    )
