@@ -292,6 +292,8 @@ class DocOcrSettings(BaseModel):
     # Per page: what the model wrote by then is kept, with a warning.
     deadline_s: float = Field(default=300.0, gt=0)
     image_side: int | None = Field(default=None, ge=28)  # longest side sent; None: preset's
+    # DeepSeek-OCR: base (1024 px), large (1280 px) or crop (tiles; its default).
+    size_mode: Literal["base", "large", "crop"] | None = None
     # vLLM's no-repeat n-gram rule for any preset (None: the preset's own, if any).
     no_repeat_ngram_size: int | None = Field(default=None, ge=1)
     no_repeat_window: int = Field(default=90, ge=1)

@@ -6,9 +6,10 @@ prompt can be replaced by `extraction.doc_ocr.prompt` without code.
   `<|ref|>kind<|/ref|><|det|>[[x1, y1, x2, y2]]<|/det|>` tags (boxes on a 0-999 grid)
   with the Markdown of each block. Greedy decoding, special tokens kept (the tags are
   special tokens), and vLLM's no-repeat n-gram logits processor against its loops,
-  with `<td>`/`</td>` allowed to repeat (table cells legitimately do). Image sizes:
-  `base` 1024 px (its "Base" mode), `large` 1280 px; `crop` tiles large pages
-  (DeepSeek's "Gundam" mode, done by its vLLM processor).
+  with `<td>`/`</td>` allowed to repeat (table cells legitimately do). Its size modes
+  (`extraction.doc_ocr.size_mode`) set vLLM's DeepSeek-OCR processor: `base` (one
+  1024 px view), `large` (1280 px), `crop` (default; DeepSeek's "Gundam" mode: a
+  1024 px global view plus 640 px tiles of the page, for dense pages).
 - `qwen2.5-vl`: an instruction model (Qwen2.5-VL and its kind) asked for Markdown.
 - `olmocr`: olmOCR / dots.ocr style: the reply starts with YAML front matter
   (`primary_language`, `is_rotation_valid`, `rotation_correction`, `is_table`,
@@ -53,7 +54,20 @@ class Preset:
     # A chat model gets the prompt as the user turn beside the image; a raw-prompt
     # model (DeepSeek-OCR) gets `prompt` as is, `<image>` marking where the image goes.
     chat: bool = True
-    sizes: dict[str, int] = field(default_factory=dict)
+    # Size mode -> the model processor's arguments and the longest side sent for it
+    # (empty: the engine's own image settings, Qwen-style min/max pixels).
+    sizes: dict[str, SizeMode] = field(default_factory=dict)
+    default_size: str | None = None
+
+    def size(self, mode: str | None) -> SizeMode | None:
+        chosen = mode or self.default_size
+        return self.sizes.get(chosen) if chosen else None
+
+
+@dataclass(frozen=True)
+class SizeMode:
+    image_side: int
+    processor_kwargs: dict[str, object]
 
 
 _MARKDOWN_PROMPT = (
@@ -78,7 +92,13 @@ PRESETS: dict[str, Preset] = {
         skip_special_tokens=False,
         no_repeat=NoRepeatNGram(30, 90, DEEPSEEK_TABLE_CELL_TOKENS),
         chat=False,
-        sizes={"base": 1024, "large": 1280, "crop": 640},
+        sizes={
+            "base": SizeMode(1024, {"base_size": 1024, "image_size": 1024, "crop_mode": False}),
+            "large": SizeMode(1280, {"base_size": 1280, "image_size": 1280, "crop_mode": False}),
+            # The processor tiles the page itself: send it at a size worth tiling.
+            "crop": SizeMode(2560, {"base_size": 1024, "image_size": 640, "crop_mode": True}),
+        },
+        default_size="crop",
     ),
     "qwen2.5-vl": Preset(name="qwen2.5-vl", prompt=_MARKDOWN_PROMPT, reply="markdown"),
     "olmocr": Preset(

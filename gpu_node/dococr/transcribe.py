@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
@@ -42,6 +42,8 @@ class PageAsk:
     max_tokens: int
     deadline_s: float
     no_repeat: NoRepeatNGram | None
+    # The model processor's arguments for the preset's size mode (None: the engine's).
+    processor_kwargs: dict[str, object] | None = None
 
     @classmethod
     def from_settings(cls, settings: DocOcrSettings) -> PageAsk:
@@ -53,10 +55,17 @@ class PageAsk:
                 settings.no_repeat_window,
                 preset.no_repeat.whitelist_token_ids if preset.no_repeat else (),
             )
-        if settings.image_side is not None:
-            preset = Preset(**{**preset.__dict__, "image_side": settings.image_side})
-        return cls(preset, settings.prompt or preset.prompt, settings.max_tokens,
-                   settings.deadline_s, no_repeat)  # fmt: skip
+        size = preset.size(settings.size_mode)
+        side = settings.image_side or (size.image_side if size else preset.image_side)
+        preset = replace(preset, image_side=side)
+        return cls(
+            preset,
+            settings.prompt or preset.prompt,
+            settings.max_tokens,
+            settings.deadline_s,
+            no_repeat,
+            size.processor_kwargs if size else None,
+        )
 
     @property
     def chat_prompt(self) -> str:

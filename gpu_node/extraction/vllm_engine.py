@@ -64,7 +64,9 @@ class VllmExtractor:
             tensor_parallel_size=s.tensor_parallel_size,
             enforce_eager=s.enforce_eager,
             limit_mm_per_prompt={"image": s.limit_mm_per_prompt},
-            mm_processor_kwargs={"min_pixels": s.min_pixels, "max_pixels": s.max_pixels},
+            # A preset's size mode (DeepSeek-OCR) sets its processor; else Qwen-style bounds.
+            mm_processor_kwargs=self.ask.processor_kwargs
+            or {"min_pixels": s.min_pixels, "max_pixels": s.max_pixels},
             structured_outputs_config=StructuredOutputsConfig(
                 backend=s.structured_outputs_backend,  # type: ignore[arg-type]
                 # Without it a weak model can emit whitespace until max_tokens.

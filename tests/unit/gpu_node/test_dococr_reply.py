@@ -108,3 +108,32 @@ def test_olmocr_front_matter_is_read_and_a_turned_page_asks_for_a_rotation() -> 
     assert "rotation_correction 45 is not a right angle: ignored" in parsed.result.warnings
     bare = parse_reply("just text", OLMOCR, width=10, height=10, finish_reason="stop")
     assert "no front matter in the reply: kept as plain Markdown" in bare.result.warnings
+
+
+def test_presets_set_what_each_model_needs() -> None:
+    from gpu_node.dococr.transcribe import PageAsk
+    from streams.settings import DocOcrSettings
+
+    deepseek = PageAsk.from_settings(DocOcrSettings(preset="deepseek-ocr"))
+    assert deepseek.prompt == "<image>\n<|grounding|>Convert the document to markdown."
+    assert deepseek.chat_prompt == "<|grounding|>Convert the document to markdown."
+    assert deepseek.preset.temperature == 0.0 and not deepseek.preset.skip_special_tokens
+    assert deepseek.no_repeat is not None
+    assert deepseek.no_repeat.extra_args() == {
+        "ngram_size": 30, "window_size": 90, "whitelist_token_ids": [128821, 128822]}  # fmt: skip
+    # Gundam mode by default: vLLM's processor tiles the page.
+    assert deepseek.processor_kwargs == {"base_size": 1024, "image_size": 640, "crop_mode": True}
+    base = PageAsk.from_settings(DocOcrSettings(preset="deepseek-ocr", size_mode="base"))
+    assert (base.preset.image_side, base.processor_kwargs) == (
+        1024, {"base_size": 1024, "image_size": 1024, "crop_mode": False})  # fmt: skip
+    qwen = PageAsk.from_settings(DocOcrSettings(prompt="Read it.", no_repeat_ngram_size=5))
+    assert (qwen.prompt, qwen.processor_kwargs) == ("Read it.", None)
+    assert qwen.no_repeat is not None and qwen.no_repeat.ngram_size == 5
+
+
+def test_every_preset_the_settings_accept_exists() -> None:
+    from typing import get_args
+
+    from streams.settings import DocOcrPreset
+
+    assert set(PRESETS) == set(get_args(DocOcrPreset))
