@@ -29,6 +29,10 @@ from streams.topics import RESULTS
 _POLL_S = 0.5
 
 
+class ResultsUnavailableError(RuntimeError):
+    """docs.results cannot be read (it does not exist)."""
+
+
 class ResultsReader:
     def __init__(self, settings: Settings, doc_ids: list[str] | None = None) -> None:
         self.topic = settings.topology.name(RESULTS)
@@ -36,8 +40,13 @@ class ResultsReader:
         self._consumer: Consumer = kafka.consumer(
             settings.kafka, f"pagestream-results-{uuid.uuid4().hex[:8]}"
         )
-        meta = self._consumer.list_topics(self.topic, timeout=10).topics[self.topic]
-        count = len(meta.partitions)
+        meta = self._consumer.list_topics(self.topic, timeout=10).topics.get(self.topic)
+        count = len(meta.partitions) if meta is not None and meta.error is None else 0
+        if count == 0:
+            self._consumer.close()
+            raise ResultsUnavailableError(
+                f"topic {self.topic} not found; run `pagestream topics apply` first"
+            )
         wanted = sorted({partition_for(d.encode(), count) for d in self.doc_ids}) or range(count)
         self._ends = {}
         for p in wanted:
@@ -49,12 +58,15 @@ class ResultsReader:
     def close(self) -> None:
         self._consumer.close()
 
-    def until_now(self) -> dict[str, DocumentResult]:
-        """The latest result of each doc_id (of those asked for) written so far."""
+    def until_now(self, idle_s: float = 10.0) -> dict[str, DocumentResult]:
+        """The latest result of each doc_id (of those asked for) written so far. Stops
+        early when nothing arrives for `idle_s` (records deleted under it, say)."""
         latest: dict[str, DocumentResult] = {}
         pending = {p for p, end in self._ends.items() if end > 0}
-        while pending:
+        last_read = time.monotonic()
+        while pending and time.monotonic() - last_read < idle_s:
             for partition, offset, result in self._poll():
+                last_read = time.monotonic()
                 if result is not None:
                     latest[result.doc_id] = result
                 if offset + 1 >= self._ends[partition]:

@@ -19,6 +19,7 @@ and counts, never content.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -34,6 +35,8 @@ from streams.media import open_pdf, pixels_at
 # classic, rule-based analysis is what this fast path is for (the agents use PyMuPDF
 # for nothing that needs the model).
 pymupdf4llm.use_layout(False)
+
+log = logging.getLogger(__name__)
 
 MIN_CHARS = 40  # non-blank characters a usable page has at least
 MAX_REPLACEMENT_SHARE = 0.02
@@ -76,16 +79,28 @@ def read_text_layer(data: bytes, *, dpi: int, max_pages: int, max_pixels: int) -
         with_text = [p.page_no - 1 for p in pages if p.chars]
         if not with_text:
             return pages
-        chunks = pymupdf_rag.to_markdown(
-            doc,
-            pages=with_text,
-            page_chunks=True,
-            ignore_images=True,
-            ignore_graphics=False,
-            show_progress=False,
-        )
+        try:
+            chunks = pymupdf_rag.to_markdown(
+                doc,
+                pages=with_text,
+                page_chunks=True,
+                ignore_images=True,
+                ignore_graphics=False,
+                show_progress=False,
+            )
+        except MemoryError:
+            raise
+        except Exception as exc:  # the converter's trouble: the text itself is still good
+            log.warning("text layer: Markdown conversion failed (%s); plain text kept",
+                        type(exc).__name__)  # fmt: skip
+            note = f"no Markdown: the converter failed ({type(exc).__name__}); plain text kept"
+            return [_with_warning(p, note) if p.chars else p for p in pages]
     markdown = {int(c["metadata"]["page"]): str(c["text"]).strip() for c in chunks}
     return [_with_markdown(p, markdown) for p in pages]
+
+
+def _with_warning(page: TextPage, note: str) -> TextPage:
+    return replace(page, result=page.result.model_copy(update={"warnings": [note]}))
 
 
 def _with_markdown(page: TextPage, markdown: dict[int, str]) -> TextPage:

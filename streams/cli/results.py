@@ -11,7 +11,7 @@ from rich.table import Table
 from schemas import DocumentResult
 from streams.blobs import BlobStore
 from streams.cli.common import fail, out, settings
-from streams.results import ResultsReader, resolved, write_markdown
+from streams.results import ResultsReader, ResultsUnavailableError, resolved, write_markdown
 
 
 def register(app: typer.Typer) -> None:
@@ -32,7 +32,10 @@ def results(
     """The latest result of each document in docs.results (claim-checked parts fetched)."""
     s = settings()
     blobs = BlobStore.from_settings(s.blobs)
-    reader = ResultsReader(s, doc_id)
+    try:
+        reader = ResultsReader(s, doc_id)
+    except ResultsUnavailableError as exc:
+        fail(str(exc), 2)
     try:
         latest = reader.until_now()
         missing = set(doc_id or []) - set(latest)

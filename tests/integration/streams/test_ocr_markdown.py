@@ -105,3 +105,9 @@ def test_a_scanned_pdf_read_by_a_vlm_behind_vllm_serve_comes_back_page_by_page(
     assert [markdown.index(f"<!-- page {n} -->") for n in (1, 2, 3)] == sorted(
         markdown.index(f"<!-- page {n} -->") for n in (1, 2, 3)
     )
+
+
+def test_results_before_the_topics_exist_says_what_to_do(cli_env: Settings) -> None:
+    shown = CliRunner().invoke(app, ["results"])
+    assert shown.exit_code == 2
+    assert "results not found; run `pagestream topics apply` first" in shown.output

@@ -95,3 +95,19 @@ def test_a_ruled_table_becomes_a_markdown_table() -> None:
     assert "|Region|Q1|Q2|\n|---|---|---|\n|North|10|12|\n|South|7|9|" in (
         read.result.markdown or ""
     )
+
+
+def test_a_converter_failure_keeps_the_plain_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    from streams import text_layer
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise IndexError("a converter bug on an odd page")
+
+    monkeypatch.setattr(text_layer.pymupdf_rag, "to_markdown", broken)
+    specs = report_pages(5, 1)
+    (page,) = read_text_layer(text_pdf(specs), **LIMITS)
+    assert page.result.text == specs[0].text() and page.result.markdown is None
+    assert page.result.warnings == [
+        "no Markdown: the converter failed (IndexError); plain text kept"
+    ]
+    assert page.refusal(TextLayer.auto) is None  # still answered from its text layer
