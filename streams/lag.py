@@ -1,20 +1,40 @@
-"""Consumer lag per group, topic and partition, as Kafka's own tool computes it.
+"""Consumer lag per group, topic and partition: Kafka's numbers, and the records behind them.
 
 `kafka-consumer-groups --describe` takes the group's committed offsets and the
 partitions' log-end offsets (ListOffsets latest, read_uncommitted: the high
 watermark) and prints lag = log end - committed. Partitions assigned to a live
-member without a commit show no current offset and no lag. We do the same so
-the two agree record for record.
+member without a commit show no current offset and no lag. `lag` here is that
+number, so the two agree offset for offset.
+
+That number counts transaction markers: a partition the GPU node writes ends with
+the commit marker of its last transaction, and a group that has read everything
+shows a lag of 1 forever. `records` is the lag in records: what a read_committed
+consumer starting at the committed offset would still be given (markers and
+aborted records are not lag). `RecordCounter` reads the span to count it, up to
+`scan_limit` offsets per partition; past that, the rest counts offset for offset
+(an upper bound, off by at most one marker per transaction).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
-from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    IsolationLevel,
+    KafkaError,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from streams import kafka
+from streams.settings import KafkaSettings
+
 _TIMEOUT_S = 30.0
+TP = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -24,10 +44,12 @@ class PartitionLag:
     partition: int
     committed: int | None  # None: assigned but never committed
     log_end: int
-    lag: int | None
+    lag: int | None  # log end - committed, markers included: Kafka's own tool's number
     consumer_id: str | None = None
     host: str | None = None
     client_id: str | None = None
+    records: int | None = None  # lag in records (markers and aborted records excluded)
+    oldest_ms: int | None = None  # timestamp of the first record not yet consumed
 
 
 @dataclass(frozen=True)
@@ -35,18 +57,92 @@ class GroupLag:
     group: str
     state: str
     partitions: list[PartitionLag]
+    members: int = 0
 
     @property
     def total_lag(self) -> int:
-        return sum(p.lag or 0 for p in self.partitions)
+        """Records behind, summed over partitions (offsets where records were not counted)."""
+        return sum(_records(p) for p in self.partitions)
 
     def as_dict(self) -> dict[str, object]:
         return {
             "group": self.group,
             "state": self.state,
+            "members": self.members,
             "total_lag": self.total_lag,
             "partitions": [asdict(p) for p in self.partitions],
         }
+
+
+def _records(p: PartitionLag) -> int:
+    return p.records if p.records is not None else (p.lag or 0)
+
+
+@dataclass(frozen=True)
+class Span:
+    records: int
+    oldest_ms: int | None
+
+
+class RecordCounter:
+    """Counts the records in [start, end) of partitions as a read_committed consumer sees them.
+
+    One assign-only consumer (it never joins or commits to a group) reused across calls.
+    """
+
+    def __init__(self, consumer: Consumer, scan_limit: int = 1000, timeout_s: float = 5.0):
+        self._consumer = consumer
+        self.scan_limit = scan_limit
+        self.timeout_s = timeout_s
+
+    def count(self, spans: dict[TP, tuple[int, int]]) -> dict[TP, Span]:
+        out: dict[TP, Span] = {tp: Span(0, None) for tp, (s, e) in spans.items() if e <= s}
+        todo = {tp: se for tp, se in spans.items() if se[1] > se[0]}
+        if not todo:
+            return out
+        # Read up to scan_limit offsets from each start; stop a partition at its end or EOF.
+        stop = {tp: min(e, s + self.scan_limit) for tp, (s, e) in todo.items()}
+        counted = dict.fromkeys(todo, 0)
+        oldest: dict[TP, int | None] = dict.fromkeys(todo)
+        reached = {tp: s for tp, (s, _) in todo.items()}  # offsets known to be read past
+        self._consumer.assign([TopicPartition(t, p, todo[(t, p)][0]) for t, p in todo])
+        try:
+            deadline = time.monotonic() + self.timeout_s
+            pending = set(todo)
+            while pending and time.monotonic() < deadline:
+                for msg in self._consumer.consume(num_messages=500, timeout=0.2):
+                    tp = (str(msg.topic()), int(msg.partition() or 0))
+                    if tp not in pending:
+                        continue
+                    err = msg.error()
+                    offset = int(msg.offset() or 0)
+                    if err is not None:
+                        if err.code() == KafkaError._PARTITION_EOF:
+                            # Everything up to the last stable offset was read.
+                            reached[tp] = max(reached[tp], offset)
+                            pending.discard(tp)
+                        continue
+                    if offset >= stop[tp]:
+                        # Nothing between the last record and this one was a record.
+                        reached[tp] = stop[tp]
+                        pending.discard(tp)
+                        continue
+                    counted[tp] += 1
+                    reached[tp] = offset + 1
+                    if oldest[tp] is None:
+                        oldest[tp] = msg.timestamp()[1]
+                    if offset + 1 >= stop[tp]:
+                        pending.discard(tp)
+        finally:
+            self._consumer.unassign()
+        for tp, (_, end) in todo.items():
+            # Offsets not read (past scan_limit, an open transaction, a timeout) count as
+            # records: the count errs on the side of lag, never hides it.
+            out[tp] = Span(counted[tp] + max(0, end - reached[tp]), oldest[tp])
+        return out
+
+    def close(self) -> None:
+        self._consumer.close()
 
 
 def list_groups(admin: AdminClient) -> list[str]:
@@ -54,9 +150,9 @@ def list_groups(admin: AdminClient) -> list[str]:
     return sorted(g.group_id for g in listing.valid)
 
 
-def group_lag(admin: AdminClient, group: str) -> GroupLag:
+def group_lag(admin: AdminClient, group: str, counter: RecordCounter | None = None) -> GroupLag:
     desc = admin.describe_consumer_groups([group], request_timeout=_TIMEOUT_S)[group].result()
-    owners: dict[tuple[str, int], tuple[str, str, str]] = {}
+    owners: dict[TP, tuple[str, str, str]] = {}
     for m in desc.members:
         for tp in m.assignment.topic_partitions:
             owners[(tp.topic, tp.partition)] = (m.member_id, m.host, m.client_id)
@@ -69,12 +165,15 @@ def group_lag(admin: AdminClient, group: str) -> GroupLag:
         if tp.offset >= 0  # librdkafka reports -1001 (invalid) for no commit
     }
     keys = sorted(set(committed) | set(owners))
-    log_end = _log_end_offsets(admin, keys)
+    log_end = log_end_offsets(admin, keys)
+    spans = {k: (committed[k], log_end[k]) for k in keys if k in committed}
+    counts = counter.count(spans) if counter is not None else {}
     rows = []
     for key in keys:
         cur = committed.get(key)
         end = log_end[key]
         cid, host, client = owners.get(key, (None, None, None))
+        span = counts.get(key)
         rows.append(
             PartitionLag(
                 group,
@@ -86,20 +185,42 @@ def group_lag(admin: AdminClient, group: str) -> GroupLag:
                 cid,
                 host,
                 client,
+                records=None if span is None else span.records,
+                oldest_ms=None if span is None else span.oldest_ms,
             )
         )
-    return GroupLag(group, str(desc.state.name), rows)
+    return GroupLag(group, str(desc.state.name), rows, members=len(desc.members))
 
 
-def _log_end_offsets(admin: AdminClient, keys: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-    if not keys:
+def log_end_offsets(admin: AdminClient, keys: Iterable[TP]) -> dict[TP, int]:
+    return {tp: r[0] for tp, r in list_offsets(admin, keys, OffsetSpec.latest()).items()}
+
+
+def list_offsets(
+    admin: AdminClient, keys: Iterable[TP], spec: OffsetSpec
+) -> dict[TP, tuple[int, int]]:
+    """(offset, timestamp ms) per partition for one ListOffsets spec, read_uncommitted."""
+    specs = {TopicPartition(t, p): spec for t, p in keys}
+    if not specs:
         return {}
-    specs = {TopicPartition(t, p): OffsetSpec.latest() for t, p in keys}
     futures = admin.list_offsets(
         specs, isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=_TIMEOUT_S
     )
-    return {(tp.topic, tp.partition): fut.result().offset for tp, fut in futures.items()}
+    return {(tp.topic, tp.partition): (r.offset, r.timestamp)
+            for tp, fut in futures.items() for r in [fut.result()]}  # fmt: skip
 
 
-def all_lag(admin: AdminClient, groups: list[str] | None = None) -> list[GroupLag]:
-    return [group_lag(admin, g) for g in (groups or list_groups(admin))]
+def all_lag(
+    admin: AdminClient, groups: list[str] | None = None, counter: RecordCounter | None = None
+) -> list[GroupLag]:
+    return [group_lag(admin, g, counter) for g in (groups or list_groups(admin))]
+
+
+def record_counter(settings: KafkaSettings, scan_limit: int = 1000) -> RecordCounter:
+    # Assign-only: it never joins the group it names and never commits.
+    consumer = kafka.consumer(
+        settings,
+        f"{settings.client_id}-lag-probe",
+        **{"enable.partition.eof": True, "fetch.wait.max.ms": 50},
+    )
+    return RecordCounter(consumer, scan_limit)

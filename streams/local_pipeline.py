@@ -32,7 +32,7 @@ from tenacity import (
 
 from schemas import DocumentResult, DocumentType, Operation, Options, RecordError, decode
 from streams import broker, kafka, topics_apply
-from streams.lag import GroupLag, all_lag
+from streams.lag import GroupLag, all_lag, record_counter
 from streams.settings import Settings
 from streams.submit import Submitter
 from streams.topics import RESULTS
@@ -246,19 +246,22 @@ def settled_lag(settings: Settings, timeout_s: float = 15.0) -> list[GroupLag]:
     """The agents' and the GPU node's lag once the agents' commits stopped moving.
 
     faust commits on a timer (about every 3 s), so right after the last result its
-    offsets trail. It never reaches 0 on topics the GPU node writes transactionally:
-    faust commits the offset after the last record, and the transaction's commit
-    marker that follows it still counts in the log end (as in Kafka's own tool).
+    offsets trail. Lag counts records: the commit marker after the GPU node's last
+    transaction is not lag, so a drained pipeline reads 0.
     """
     agents = settings.topology.agents_app
     admin = kafka.admin(settings.kafka)
-    deadline = time.monotonic() + timeout_s
-    previous = None
-    while time.monotonic() < deadline:
-        (lag,) = all_lag(admin, [agents])
-        committed = [p.committed for p in lag.partitions]
-        if lag.total_lag == 0 or committed == previous:
-            break
-        previous = committed
-        time.sleep(3.5)
-    return all_lag(admin, [agents, settings.node.group_id])
+    counter = record_counter(settings.kafka)
+    try:
+        deadline = time.monotonic() + timeout_s
+        previous = None
+        while time.monotonic() < deadline:
+            (lag,) = all_lag(admin, [agents], counter)
+            committed = [p.committed for p in lag.partitions]
+            if lag.total_lag == 0 or committed == previous:
+                break
+            previous = committed
+            time.sleep(3.5)
+        return all_lag(admin, [agents, settings.node.group_id], counter)
+    finally:
+        counter.close()

@@ -221,6 +221,22 @@ class DlqSettings(BaseModel):
     replay_rate_per_s: float = Field(default=50.0, gt=0)
 
 
+class ExporterSettings(BaseModel):
+    """`pagestream exporter`: consumer-group and topic metrics for Prometheus."""
+
+    host: str = "0.0.0.0"  # noqa: S104 - scraped from outside the pod
+    port: int = Field(default=9308, ge=0, le=65535)  # kafka_exporter's port
+    # Seconds between two readings of the cluster (independent of the scrape interval):
+    # the status window below counts these.
+    interval_s: float = Field(default=15.0, gt=0)
+    # Readings a partition is judged over (Burrow's default: 10).
+    window: int = Field(default=10, ge=2)
+    # Offsets read per partition to count records behind a committed offset.
+    scan_limit: int = Field(default=1000, ge=0)
+    group_regex: str = ".*"
+    topic_regex: str = "^(?!__).*"  # Kafka's internal topics are left out
+
+
 # ---- the GPU node --------------------------------------------------------
 
 
@@ -352,6 +368,7 @@ class Settings(BaseSettings):
     blobs: BlobSettings = Field(default_factory=BlobSettings)
     agents: AgentSettings = Field(default_factory=AgentSettings)
     dlq: DlqSettings = Field(default_factory=DlqSettings)
+    exporter: ExporterSettings = Field(default_factory=ExporterSettings)
     models: ModelSettings = Field(default_factory=ModelSettings)
     extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
     node: NodeSettings = Field(default_factory=NodeSettings)

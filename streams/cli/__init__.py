@@ -6,6 +6,7 @@
     pagestream submit FILE...             publish documents to docs.raw (submit.py)
     pagestream results                    the latest result per document (results.py)
     pagestream lag                        consumer lag per group and partition (lag.py)
+    pagestream exporter                   lag and offsets for Prometheus (exporter.py)
     pagestream dlq list|show|replay       dead letters (dlq.py)
     pagestream agents                     one CPU agent worker (agents.py)
     pagestream up                         the whole pipeline locally with samples (up.py)
@@ -25,7 +26,18 @@ from typing import Annotated
 
 import typer
 
-from streams.cli import agents, broker, dlq, lag, results, schemas, submit, topics, up
+from streams.cli import (
+    agents,
+    broker,
+    dlq,
+    exporter,
+    lag,
+    results,
+    schemas,
+    submit,
+    topics,
+    up,
+)
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -42,7 +54,7 @@ def _main(verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False) -> 
     )
 
 
-for _module in (broker, topics, schemas, submit, results, lag, dlq, agents, up):
+for _module in (broker, topics, schemas, submit, results, lag, dlq, agents, exporter, up):
     _module.register(app)
 for _entry in entry_points(group="pagestream.commands"):
     _entry.load()(app)

@@ -112,3 +112,76 @@ def test_lag_cli_json_totals(
     (g,) = json.loads(result.output)
     assert g["total_lag"] == 5
     assert g["partitions"][0]["log_end"] == 9
+
+
+def _transactional(
+    settings: Settings, topic: str, values: list[bytes], commit: bool, partition: int = 0
+) -> None:
+    prod = kafka.producer(settings.kafka, **{"transactional.id": f"{topic}-{commit}-{len(values)}"})
+    prod.init_transactions(30)
+    prod.begin_transaction()
+    for v in values:
+        prod.produce(topic, value=v, partition=partition)
+    if commit:
+        prod.commit_transaction(30)
+    else:
+        assert prod.flush(30) == 0  # written to the log, then aborted
+        prod.abort_transaction(30)
+
+
+def test_lag_in_records_leaves_out_transaction_markers_and_aborted_records(
+    settings: Settings,
+    broker_settings: BrokerSettings,
+    make_topic: Callable[[str, int], str],
+    prefix: str,
+) -> None:
+    """A group that read everything a transactional producer wrote reads lag 0 records,
+    where Kafka's tool shows 1 (the commit marker); aborted records are not lag either."""
+    topic = make_topic(f"{prefix}lag.tx", 1)
+    _transactional(settings, topic, [b"a", b"b", b"c"], commit=True)  # offsets 0-2, marker 3
+    group = f"{prefix}tx"
+    cons = kafka.consumer(settings.kafka, group)
+    cons.commit(offsets=[TopicPartition(topic, 0, 3)], asynchronous=False)
+    cons.close()
+    counter = lag.record_counter(settings.kafka)
+    admin = kafka.admin(settings.kafka)
+    try:
+        (row,) = lag.group_lag(admin, group, counter).partitions
+        assert (row.committed, row.log_end, row.lag, row.records) == (3, 4, 1, 0)
+        assert lag.group_lag(admin, group, counter).total_lag == 0
+        # Kafka's own tool counts the marker.
+        reference = _reference(broker_settings, settings.kafka.bootstrap_servers, group)
+        assert reference == {(topic, 0, 3, 4, 1)}
+
+        # An aborted transaction (offsets 4-5, marker 6), then two plain records (7, 8).
+        _transactional(settings, topic, [b"x", b"y"], commit=False)
+        prod = kafka.producer(settings.kafka)
+        for v in (b"p", b"q"):
+            prod.produce(topic, value=v, partition=0)
+        assert prod.flush(30) == 0
+        (row,) = lag.group_lag(admin, group, counter).partitions
+        assert (row.lag, row.records) == (6, 2)
+        assert row.oldest_ms is not None and row.oldest_ms > 0
+
+        # Past the scan limit, the unread rest counts offset for offset (never hides lag).
+        short = lag.RecordCounter(counter._consumer, scan_limit=2)
+        (row,) = lag.group_lag(admin, group, short).partitions
+        assert row.records == 0 + (9 - 5)  # 3 (marker) and 4 were read: 0 records; 5-8 unread
+    finally:
+        counter.close()
+
+
+def test_lag_cli_prints_records_beside_offsets(
+    cli_env: Settings, make_topic: Callable[[str, int], str], prefix: str
+) -> None:
+    topic = make_topic(f"{prefix}lag.cli.tx", 1)
+    _transactional(cli_env, topic, [b"a", b"b"], commit=True)
+    group = f"{prefix}clitx"
+    cons = kafka.consumer(cli_env.kafka, group)
+    cons.commit(offsets=[TopicPartition(topic, 0, 2)], asynchronous=False)
+    cons.close()
+    result = CliRunner().invoke(app, ["lag", "--group", group, "--json"])
+    assert result.exit_code == 0, result.output
+    (g,) = json.loads(result.output)
+    assert g["total_lag"] == 0
+    assert (g["partitions"][0]["lag"], g["partitions"][0]["records"]) == (1, 0)
