@@ -49,6 +49,7 @@ from gpu_node.transactions import FatalNodeError, Transactions, WedgedClientErro
 from schemas import BlobRef, PageState, Stage, decode, headers
 from streams.blobs import BlobStore, BlobStoreUnavailableError
 from streams.envelope import Origin, Outgoing, dead_letter, error_message, next_record
+from streams.metrics import count_dead_letter
 from streams.settings import NodeSettings
 from streams.topics import DLQ, FACTS_BY_STAGE, WORK_BY_STAGE, Topology
 
@@ -104,6 +105,8 @@ class GpuNode:
         # Half of max.poll.interval: the orchestrator restarts a stuck node before
         # Kafka evicts it from the group.
         self.health = Health(stuck_after_s=settings.max_poll_interval_ms / 2000)
+        health = self.health
+        self.metrics.ready.set_function(lambda: 1.0 if health.ready and health.alive() else 0.0)
         self.http_port: int | None = None
 
         self.order = OffsetOrder()
@@ -415,6 +418,7 @@ class GpuNode:
             if out.topic == self.dlq_topic:
                 stage = out.header(headers.ERROR_STAGE) or "unknown"
                 self.metrics.records_failed.labels(stage).inc()
+                count_dead_letter(self.metrics.dead_letters, out)
             else:
                 self.metrics.records_out.labels(self.stage_of_output[out.topic].value).inc()
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from streams.metrics import dead_letters_counter
+
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 # From a 10 ms classifier batch on a GPU to a multi-minute OCR batch on a CPU.
 _LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -42,6 +44,12 @@ class NodeMetrics:
             "pagestream_gpu_records_failed_total",
             "Records dead-lettered, per stage (counted when their transaction commits).",
             ["stage"],
+            registry=registry,
+        )
+        self.dead_letters = dead_letters_counter(registry)
+        self.ready = Gauge(
+            "pagestream_gpu_ready",
+            "1 while the node is ready (models loaded, partitions assigned, loop alive).",
             registry=registry,
         )
         self.inflight = Gauge(

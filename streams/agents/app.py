@@ -45,14 +45,29 @@ from streams.topics import (
 class _DeliverStep:
     """deliver.handle as a handling step, keeping the Delivery (webhook, completion)."""
 
-    def __init__(self, deliver: Deliver, pages: JsonTable) -> None:
+    def __init__(
+        self, deliver: Deliver, pages: JsonTable, notify: WebhookNotifier, metrics: AgentMetrics
+    ) -> None:
         self._deliver = deliver
         self._pages = pages
+        self._notify = notify
+        self._metrics = metrics
         self.delivery: Delivery | None = None
 
     async def __call__(self, origin: Origin) -> list[Outgoing]:
         self.delivery = self._deliver.handle(origin, self._pages)
         return self.delivery.emits
+
+    async def finish(self, origin: Origin, emits: list[Outgoing]) -> None:
+        """Webhooks, then the documents marked ended; only when the step's own outputs
+        went out (not a dead letter instead)."""
+        delivery, self.delivery = self.delivery, None
+        if delivery is None or emits != delivery.emits:
+            return
+        for call in delivery.webhooks:
+            await self._notify(origin, call)
+        self._deliver.mark_ended(origin.partition, delivery, self._pages)
+        self._metrics.ended(delivery.outcomes)
 
 
 def _faust_app(settings: Settings) -> faust.App:
@@ -156,22 +171,16 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
             metrics.record("route", emits, time.perf_counter() - started)
             yield None
 
-    deliver_step = _DeliverStep(deliver, pages)
+    deliver_step = _DeliverStep(deliver, pages, notify, metrics)
 
     @app.agent(done_topic, name="deliver")
     async def deliver_agent(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
         async for event in stream.events():
             started = time.perf_counter()
             origin = Origin.from_faust_event(event)
-            deliver_step.delivery = None
             emits = await handling.run("deliver", origin, deliver_step)
             metrics.record("deliver", emits, time.perf_counter() - started)
-            delivery = deliver_step.delivery
-            # Only when the step's own outputs went out (not a dead letter instead).
-            if delivery is not None and emits == delivery.emits:
-                for call in delivery.webhooks:
-                    await notify(origin, call)
-                deliver.mark_ended(origin.partition, delivery, pages)
+            await deliver_step.finish(origin, emits)
             yield None
 
     @app.timer(interval=agents.tick_interval_s, on_leader=True)  # type: ignore[untyped-decorator]

@@ -70,6 +70,9 @@ class Delivery:
     completed: list[str] = field(default_factory=list)
     # Those of `completed` that ended partial or failed (mark_delivered keeps their pages).
     unfinished: dict[str, Unfinished] = field(default_factory=dict)
+    # (status, cause) of each result in `emits`, cause "pages" (its last page came) or
+    # "deadline": what pagestream_documents_ended_total counts.
+    outcomes: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,7 @@ class Deliver:
                          entry.get("missing_reason", ""))  # fmt: skip
 
     def _end(self, doc_id: str, states: list[PageState], origin: Origin, step: str,
-             missing_reason: str = "") -> Delivery:  # fmt: skip
+             missing_reason: str = "", cause: str = "pages") -> Delivery:  # fmt: skip
         result = self._claim_checked(self.result(states, missing_reason))
         log.info("deliver: doc %s %s, %d of %d pages", doc_id, result.status, len(states),
                  result.page_count)  # fmt: skip
@@ -169,7 +172,7 @@ class Deliver:
         unfinished = {}
         if result.status != "completed":
             unfinished[doc_id] = Unfinished(states, missing_reason)
-        return Delivery([emit], hooks, [doc_id], unfinished)
+        return Delivery([emit], hooks, [doc_id], unfinished, [(result.status, cause)])
 
     def _claim_checked(self, result: DocumentResult) -> DocumentResult:
         """`result`, its pages (then its Markdown) moved to the blob store if it would
@@ -232,11 +235,13 @@ class Deliver:
             if not states:
                 continue
             reason = f"no result within the deadline of {self.deadline_s:g}s"
-            one = self._end(doc_id, states, tick, f"{STAGE}:deadline:{doc_id}", reason)
+            one = self._end(doc_id, states, tick, f"{STAGE}:deadline:{doc_id}", reason,
+                            cause="deadline")  # fmt: skip
             ended.emits.extend(one.emits)
             ended.webhooks.extend(one.webhooks)
             ended.completed.extend(one.completed)
             ended.unfinished.update(one.unfinished)
+            ended.outcomes.extend(one.outcomes)
         return ended
 
     def _partition_of(self, doc_id: str) -> int:

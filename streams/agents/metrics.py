@@ -5,6 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from streams.envelope import Outgoing
+from streams.metrics import count_dead_letter, dead_letters_counter
 
 # From a route hop (milliseconds) to rasterizing a 200-page PDF (minutes).
 _LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
@@ -42,10 +43,26 @@ class AgentMetrics:
             ["outcome"],
             registry=registry,
         )
+        self.documents_ended = Counter(
+            "pagestream_documents_ended_total",
+            "Documents ended by deliver, by status (completed, partial, failed) and cause "
+            "(pages: the last page came; deadline: the document's deadline passed).",
+            ["status", "cause"],
+            registry=registry,
+        )
+        self.dead_letters = dead_letters_counter(registry)
 
     def record(self, agent: str, emits: list[Outgoing], seconds: float) -> None:
         self.records_in.labels(agent).inc()
-        failed = sum(1 for e in emits if e.topic == self.dlq_topic)
+        failed = 0
+        for e in emits:
+            if e.topic == self.dlq_topic:
+                failed += 1
+                count_dead_letter(self.dead_letters, e)
         self.records_failed.labels(agent).inc(failed)
         self.records_out.labels(agent).inc(len(emits) - failed)
         self.latency.labels(agent).observe(seconds)
+
+    def ended(self, outcomes: list[tuple[str, str]]) -> None:
+        for status, cause in outcomes:
+            self.documents_ended.labels(status, cause).inc()

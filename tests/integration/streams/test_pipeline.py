@@ -118,6 +118,9 @@ def test_all_four_operations_end_to_end(
     assert 'pagestream_agent_records_in_total{agent="ingest"} 5.0' in metrics
     assert 'pagestream_agent_records_failed_total{agent="ingest"} 1.0' in metrics
     assert 'pagestream_agent_webhooks_total{outcome="delivered"} 1.0' in metrics
+    assert 'pagestream_dead_letters_total{reason="CorruptPdfError",stage="ingest"} 1.0' in metrics
+    ended = 'pagestream_documents_ended_total{cause="pages",status="completed"}'
+    assert f"{ended} 4.0" in metrics
 
     bad = results["op-bad"]
     assert bad.status == "failed" and bad.page_count == 0 and bad.errors
