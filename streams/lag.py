@@ -12,7 +12,9 @@ shows a lag of 1 forever. `records` is the lag in records: what a read_committed
 consumer starting at the committed offset would still be given (markers and
 aborted records are not lag). `RecordCounter` reads the span to count it, up to
 `scan_limit` offsets per partition; past that, the rest counts offset for offset
-(an upper bound, off by at most one marker per transaction).
+(an upper bound, off by at most one marker per transaction). In records mode
+every partition of the group's topics is listed, those never committed counting
+from their log start (see `_uncommitted_partitions`).
 """
 
 from __future__ import annotations
@@ -50,6 +52,9 @@ class PartitionLag:
     client_id: str | None = None
     records: int | None = None  # lag in records (markers and aborted records excluded)
     oldest_ms: int | None = None  # timestamp of the first record not yet consumed
+    # Where the group resumes: its committed offset, or the log start of a partition it
+    # never committed on (records mode only). `records` counts from here.
+    position: int | None = None
 
 
 @dataclass(frozen=True)
@@ -165,8 +170,12 @@ def group_lag(admin: AdminClient, group: str, counter: RecordCounter | None = No
         if tp.offset >= 0  # librdkafka reports -1001 (invalid) for no commit
     }
     keys = sorted(set(committed) | set(owners))
+    positions = dict(committed)
+    if counter is not None:
+        keys, starts = _uncommitted_partitions(admin, keys, committed)
+        positions.update(starts)
     log_end = log_end_offsets(admin, keys)
-    spans = {k: (committed[k], log_end[k]) for k in keys if k in committed}
+    spans = {k: (positions[k], log_end[k]) for k in keys if k in positions}
     counts = counter.count(spans) if counter is not None else {}
     rows = []
     for key in keys:
@@ -187,9 +196,28 @@ def group_lag(admin: AdminClient, group: str, counter: RecordCounter | None = No
                 client,
                 records=None if span is None else span.records,
                 oldest_ms=None if span is None else span.oldest_ms,
+                position=positions.get(key),
             )
         )
     return GroupLag(group, str(desc.state.name), rows, members=len(desc.members))
+
+
+def _uncommitted_partitions(
+    admin: AdminClient, keys: list[TP], committed: dict[TP, int]
+) -> tuple[list[TP], dict[TP, int]]:
+    """Every partition of the topics the group committed on, and the log start of those it
+    never committed on: a group that starts at the earliest offset (all of pagestream's
+    do) resumes there, so the records from it are lag too. Kafka's tool shows no row
+    for such a partition while its group is empty, which hides a backlog on a partition
+    that had no record before the group stopped. Topics the group never committed on
+    are left as they are: faust assigns its changelog partitions through the group
+    but reads them without committing."""
+    topics = {t for t, _ in committed}
+    md = admin.list_topics(timeout=_TIMEOUT_S)
+    every = {(t, p) for t in topics if t in md.topics for p in md.topics[t].partitions}
+    missing = sorted(every - set(committed))
+    starts = list_offsets(admin, missing, OffsetSpec.earliest())
+    return sorted(set(keys) | every), {tp: r[0] for tp, r in starts.items()}
 
 
 def log_end_offsets(admin: AdminClient, keys: Iterable[TP]) -> dict[TP, int]:

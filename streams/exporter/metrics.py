@@ -154,14 +154,15 @@ def _groups(snap: Snapshot) -> Iterator[GaugeMetricFamily]:
         sums: dict[str, tuple[int, int]] = {}
         for p in view.lag.partitions:
             tp = (p.topic, p.partition)
-            if tp not in view.partitions or p.committed is None:
+            if tp not in view.partitions or p.position is None:
                 continue
             labels = [g, p.topic, str(p.partition)]
             records = p.records if p.records is not None else (p.lag or 0)
-            current.add_metric(labels, p.committed)
+            if p.committed is not None:  # as kafka_exporter: no commit, no current offset
+                current.add_metric(labels, p.committed)
             lag.add_metric(labels, records)
             c, r = sums.get(p.topic, (0, 0))
-            sums[p.topic] = (c + p.committed, r + records)
+            sums[p.topic] = (c + (p.committed or 0), r + records)
             if tp in view.lag_seconds:
                 seconds.add_metric(labels, view.lag_seconds[tp])
             for ps in PartitionStatus:

@@ -98,11 +98,11 @@ class Sampler:
         statuses: dict[TP, PartitionStatus] = {}
         seconds: dict[TP, float] = {}
         for p in lag.partitions:
-            if p.committed is None or not self._topics.match(p.topic):
+            if p.position is None or not self._topics.match(p.topic):
                 continue
             tp = (p.topic, p.partition)
             records = p.records if p.records is not None else (p.lag or 0)
-            samples = self._history.add((lag.group, *tp), Sample(p.committed, records))
+            samples = self._history.add((lag.group, *tp), Sample(p.position, records))
             statuses[tp] = partition_status(samples, lag.members > 0, self.window)
             if records == 0:
                 seconds[tp] = 0.0

@@ -50,10 +50,12 @@ class Worker:
         return self.log.read_text(errors="replace")[-chars:]
 
 
-def start_worker(log: Path, *, verbose: bool = False, **env: str) -> Worker:
+def start_worker(
+    log: Path, *, verbose: bool = False, web_port: int | None = None, **env: str
+) -> Worker:
     """Starts a worker with the process's PAGESTREAM_* env (see the cli_env fixture) plus
     `env`, given as AGENTS__ settings without the prefix, e.g. WEBHOOK_SECRET="s"."""
-    web_port = free_port()
+    web_port = web_port or free_port()
     full_env = dict(os.environ, PAGESTREAM_AGENTS__WEB_PORT=str(web_port))
     full_env.update({f"PAGESTREAM_AGENTS__{k}": v for k, v in env.items()})
     script = Path(sys.executable).with_name("pagestream")

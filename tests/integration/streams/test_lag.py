@@ -185,3 +185,31 @@ def test_lag_cli_prints_records_beside_offsets(
     (g,) = json.loads(result.output)
     assert g["total_lag"] == 0
     assert (g["partitions"][0]["lag"], g["partitions"][0]["records"]) == (1, 0)
+
+
+def test_records_lag_covers_partitions_the_group_never_committed_on(
+    settings: Settings, make_topic: Callable[[str, int], str], prefix: str
+) -> None:
+    """A stopped group that committed on partition 0 only: the records waiting on
+    partition 1 are lag (it would start there from the log start), though Kafka's tool
+    shows no row for that partition."""
+    topic = make_topic(f"{prefix}lag.uncommitted", 2)
+    prod = kafka.producer(settings.kafka)
+    for p, n in ((0, 2), (1, 3)):
+        for _ in range(n):
+            prod.produce(topic, value=b"v", partition=p)
+    assert prod.flush(30) == 0
+    group = f"{prefix}partial"
+    cons = kafka.consumer(settings.kafka, group)
+    cons.commit(offsets=[TopicPartition(topic, 0, 2)], asynchronous=False)
+    cons.close()
+    admin = kafka.admin(settings.kafka)
+    assert [(p.partition, p.lag) for p in lag.group_lag(admin, group).partitions] == [(0, 0)]
+    counter = lag.record_counter(settings.kafka)
+    try:
+        g = lag.group_lag(admin, group, counter)
+    finally:
+        counter.close()
+    rows = [(p.partition, p.committed, p.position, p.records) for p in g.partitions]
+    assert rows == [(0, 2, 2, 0), (1, None, 0, 3)]
+    assert g.total_lag == 3
