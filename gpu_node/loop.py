@@ -32,6 +32,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
+from opentelemetry.util.types import AttributeValue
 from prometheus_client import CollectorRegistry
 
 from gpu_node.background import BackgroundLoop
@@ -47,6 +48,7 @@ from gpu_node.stages import StageOutcome, SyncStages
 from gpu_node.tasks import Task
 from gpu_node.transactions import FatalNodeError, Transactions, WedgedClientError
 from schemas import BlobRef, PageState, Stage, decode, headers
+from streams import tracing
 from streams.blobs import BlobStore, BlobStoreUnavailableError
 from streams.envelope import Origin, Outgoing, dead_letter, error_message, next_record
 from streams.metrics import count_dead_letter
@@ -317,7 +319,16 @@ class GpuNode:
 
     def _fact(self, task: Task, page: PageState) -> Outgoing:
         topic = self.facts_topic[task.stage]
-        return next_record(topic, page.doc_id, page, task.origin, task.stage.value)
+        # The stage's span: from the record's consumption to its result, child of the
+        # hop that wrote it; the fact carries the span on (see streams/tracing.py).
+        attributes: dict[str, AttributeValue] = {
+            "pagestream.doc_id": page.doc_id,
+            "pagestream.page_no": page.page_no,
+            "pagestream.batch_size": task.batch_size,
+        }
+        with tracing.hop(f"gpu.{task.stage.value}", task.origin.header(headers.TRACEPARENT),
+                         start_ns=task.consumed_ns, attributes=attributes):  # fmt: skip
+            return next_record(topic, page.doc_id, page, task.origin, task.stage.value)
 
     def _store_ocr(self, page: PageState) -> BlobRef:
         assert page.ocr is not None  # noqa: S101 - checked by the caller

@@ -19,7 +19,7 @@ from gpu_node.extraction.engines import Engines, build_vlm
 from gpu_node.loop import GpuNode
 from gpu_node.registry import ModelRegistry
 from gpu_node.transactions import FatalNodeError, WedgedClientError
-from streams import kafka
+from streams import kafka, tracing
 from streams.blobs import BlobStore
 from streams.settings import Settings
 
@@ -65,6 +65,7 @@ def build_node(
 def run_node(settings: Settings | None = None) -> int:
     """Exit status: 0 after a clean stop, 1 when Kafka made the node unusable."""
     settings = settings or Settings()
+    tracing.setup(settings.tracing, "pagestream-gpu-node")
     if settings.models.torch_threads:
         torch.set_num_threads(settings.models.torch_threads)
     models = ModelRegistry(settings.models)

@@ -160,6 +160,8 @@ class ExtractionScheduler:
                                       ocr=t.page.ocr) for t, im in ok]  # fmt: skip
             outputs = await cast(Extractor, engine).extract(inputs)
         self._metrics.batch_size.labels(stage.value).observe(len(ok))
+        for task, _ in ok:
+            task.batch_size = len(ok)
         self._metrics.stage_latency.labels(stage.value).observe(time.perf_counter() - started)
         results = iter(outputs)
         return [im if isinstance(im, BaseException) else next(results) for im in fetched]

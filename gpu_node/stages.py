@@ -92,6 +92,8 @@ class SyncStages:
                     outcomes.append((task, exc))
             return outcomes
         self._metrics.batch_size.labels(stage.value).observe(len(ready))
+        for task, _ in ready:
+            task.batch_size = len(ready)
         self._metrics.stage_latency.labels(stage.value).observe(time.perf_counter() - started)
         outcomes.extend((task, result) for (task, _), result in zip(ready, results, strict=True))
         return outcomes

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,8 @@ class Task:
     attempts: int = 1
     not_before: float = 0.0  # monotonic time before which an engine retry must wait
     extra: dict[str, object] = field(default_factory=dict)
+    consumed_ns: int = field(default_factory=time.time_ns)  # start of its trace span
+    batch_size: int = 1  # of the model call that answered it
 
     @property
     def dropped(self) -> bool:

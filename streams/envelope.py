@@ -25,6 +25,7 @@ from typing import Any, Self
 
 from schemas import Record, encode, headers
 from schemas.errors import RecordError
+from streams.tracing import current_traceparent
 
 Header = tuple[str, bytes]
 
@@ -132,7 +133,13 @@ def new_traceparent() -> str:
 
 
 def child_traceparent(parent: str | None) -> str:
-    """The same trace as `parent` with a new span id; a new trace if there is none."""
+    """The same trace as `parent` with a new span id; a new trace if there is none.
+
+    Inside a recorded hop span (streams/tracing.py) the new span id is that span's, so
+    the next hop's span becomes its child."""
+    recorded = current_traceparent()
+    if recorded is not None:
+        return recorded
     parts = parent.split("-") if parent else []
     if len(parts) == 4 and len(parts[1]) == 32 and len(parts[3]) == 2:
         return f"{parts[0]}-{parts[1]}-{secrets.token_hex(8)}-{parts[3]}"

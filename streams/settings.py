@@ -237,6 +237,15 @@ class ExporterSettings(BaseModel):
     topic_regex: str = "^(?!__).*"  # Kafka's internal topics are left out
 
 
+class TracingSettings(BaseModel):
+    """OpenTelemetry traces: each hop continues the document's trace (its `traceparent`)."""
+
+    # OTLP/HTTP endpoint of a collector, e.g. http://otel-collector:4318; None: off.
+    otlp_endpoint: str | None = None
+    # Share of new traces recorded; a hop follows the sampling decision it was given.
+    sample_ratio: float = Field(default=1.0, ge=0, le=1)
+
+
 # ---- the GPU node --------------------------------------------------------
 
 
@@ -369,6 +378,7 @@ class Settings(BaseSettings):
     agents: AgentSettings = Field(default_factory=AgentSettings)
     dlq: DlqSettings = Field(default_factory=DlqSettings)
     exporter: ExporterSettings = Field(default_factory=ExporterSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
     models: ModelSettings = Field(default_factory=ModelSettings)
     extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
     node: NodeSettings = Field(default_factory=NodeSettings)

@@ -14,11 +14,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import faust
+from opentelemetry.util.types import AttributeValue
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from schemas import headers
+from streams import tracing
 from streams.agents.consumer import Transport
 from streams.agents.deliver import Deliver, Delivery
 from streams.agents.handling import RecordHandling
@@ -68,6 +72,20 @@ class _DeliverStep:
             await self._notify(origin, call)
         self._deliver.mark_ended(origin.partition, delivery, self._pages)
         self._metrics.ended(delivery.outcomes)
+
+
+def _hop(name: str, origin: Origin) -> AbstractContextManager[object]:
+    """The hop's trace span (streams/tracing.py); none for deliver's ticks, which belong
+    to no document."""
+    if origin.header(headers.SCHEMA) == headers.TICK_SCHEMA:
+        return nullcontext()
+    attributes: dict[str, AttributeValue] = {
+        "messaging.destination.name": origin.topic,
+        "messaging.kafka.partition": origin.partition,
+        "messaging.kafka.offset": origin.offset,
+        "pagestream.doc_id": (origin.key or b"").decode(errors="replace"),
+    }
+    return tracing.hop(name, origin.header(headers.TRACEPARENT), attributes=attributes)
 
 
 def _faust_app(settings: Settings) -> faust.App:
@@ -156,7 +174,8 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
         async for event in stream.events():
             started = time.perf_counter()
             origin = Origin.from_faust_event(event)
-            emits = await handling.run("ingest", origin, ingest_step)
+            with _hop("ingest", origin):
+                emits = await handling.run("ingest", origin, ingest_step)
             metrics.record("ingest", emits, time.perf_counter() - started)
             failed = ingest.webhook_for(origin, emits)
             if failed is not None:
@@ -167,7 +186,9 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
     async def route_agent(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
         async for event in stream.events():
             started = time.perf_counter()
-            emits = await handling.run("route", Origin.from_faust_event(event), route_step)
+            origin = Origin.from_faust_event(event)
+            with _hop("route", origin):
+                emits = await handling.run("route", origin, route_step)
             metrics.record("route", emits, time.perf_counter() - started)
             yield None
 
@@ -178,9 +199,10 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
         async for event in stream.events():
             started = time.perf_counter()
             origin = Origin.from_faust_event(event)
-            emits = await handling.run("deliver", origin, deliver_step)
-            metrics.record("deliver", emits, time.perf_counter() - started)
-            await deliver_step.finish(origin, emits)
+            with _hop("deliver", origin):
+                emits = await handling.run("deliver", origin, deliver_step)
+                metrics.record("deliver", emits, time.perf_counter() - started)
+                await deliver_step.finish(origin, emits)
             yield None
 
     @app.timer(interval=agents.tick_interval_s, on_leader=True)  # type: ignore[untyped-decorator]
@@ -200,6 +222,7 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
 
 
 def run_worker(settings: Settings, loglevel: str = "WARNING") -> None:
+    tracing.setup(settings.tracing, "pagestream-agents")
     app = build_app(settings)
     worker = faust.Worker(app, loglevel=loglevel, redirect_stdouts=False)
     worker.execute_from_commandline()

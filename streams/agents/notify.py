@@ -11,7 +11,8 @@ from collections.abc import Awaitable, Callable
 
 import httpx
 
-from streams import webhook
+from schemas import headers
+from streams import tracing, webhook
 from streams.agents.deliver import WebhookCall
 from streams.agents.metrics import AgentMetrics
 from streams.envelope import Origin, Outgoing, dead_letter
@@ -49,9 +50,14 @@ class WebhookNotifier:
             if self._client is None:
                 self._client = httpx.AsyncClient()  # pooled, created on the agent's loop
             key, policy = call.idempotency_key, self._policy
-            await webhook.post(
-                self._client, call.url, call.body, idempotency_key=key, policy=policy
-            )
+            # Child of the result's record: the trace ends with the callback.
+            result = call.result_emit
+            doc_id = (result.key or b"").decode(errors="replace")
+            parent = result.header(headers.TRACEPARENT)
+            with tracing.hop("webhook", parent, attributes={"pagestream.doc_id": doc_id}):
+                await webhook.post(
+                    self._client, call.url, call.body, idempotency_key=key, policy=policy
+                )
             self._metrics.webhooks.labels("delivered").inc()
         except Exception as exc:  # WebhookError, or anything a hostile URL makes httpx raise
             self._metrics.webhooks.labels("failed").inc()

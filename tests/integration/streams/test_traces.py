@@ -1,0 +1,123 @@
+"""One trace per document across processes: the agents (a real `pagestream agents`
+process exporting over OTLP/HTTP to a real local receiver) and the GPU node (in this
+process, the SDK's in-memory exporter) each add their hop's span, child of the span that
+wrote the record it consumed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pymupdf
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from schemas import DocumentType, Operation, Options
+from streams import tracing
+from streams.settings import Settings
+from streams.submit import Submitter
+from streams.topics import RESULTS, Topology
+from synth.dataset import generate
+from tests.support import agents as support
+from tests.support.otlp import otlp_receiver
+from tests.support.pages import png_bytes, read_committed
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+SECRET = "trace-test-secret"
+
+
+@dataclass(frozen=True)
+class Span:
+    name: str
+    trace_id: str
+    span_id: str
+    parent: str
+    doc_id: str
+
+
+@pytest.fixture
+def node_spans() -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.use(provider)
+    yield exporter
+    tracing.use(None)
+
+
+def _pdf(images: list) -> bytes:  # type: ignore[type-arg]
+    doc = pymupdf.open()
+    for im in images:
+        page = doc.new_page(width=im.width * 72 / 150, height=im.height * 72 / 150)
+        page.insert_image(page.rect, stream=png_bytes(im))
+    return bytes(doc.tobytes())
+
+
+def test_one_trace_per_document_with_every_hop_linked_across_processes(
+    cli_env: Settings,
+    topology: Topology,
+    node_factory,  # type: ignore[no-untyped-def]
+    node_spans: InMemorySpanExporter,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    a, b, c = (s.image for s in generate(9, 3, doc_types=[DocumentType.cnh_front], rotations=[0],
+                                         width=320))  # fmt: skip
+    with otlp_receiver() as receiver, support.webhook_receiver() as hook:
+        monkeypatch.setenv("PAGESTREAM_TRACING__OTLP_ENDPOINT", receiver.endpoint)
+        monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "200")  # export every 0.2 s
+        worker = support.start_worker(tmp_path / "agents.log", WEBHOOK_SECRET=SECRET,
+                                      WEBHOOK_ALLOW_PRIVATE="true")  # fmt: skip
+        try:
+            sub = Submitter(cli_env)
+            plain = Options(auto_rotate=False)
+            sub.submit_bytes(png_bytes(a), operation=Operation.classify, doc_id="trace-one",
+                             options=plain, callback=hook.url)  # fmt: skip
+            sub.submit_bytes(_pdf([b, c]), operation=Operation.classify, doc_id="trace-two",
+                             options=plain)  # fmt: skip
+            sub.flush()
+            with node_factory():
+                read_committed(cli_env, [topology.name(RESULTS)], expect=2, timeout_s=240)
+            deadline = time.monotonic() + 30
+            while not any(s.name == "webhook" for s in receiver.spans):
+                assert time.monotonic() < deadline, "the webhook span never arrived"
+                time.sleep(0.2)
+            time.sleep(1)  # the last batch of the agents' spans
+        finally:
+            worker.stop()
+            print(worker.tail())
+
+    spans = [Span(s.name, s.trace_id, s.span_id, s.parent_span_id,
+                  str(s.attributes.get("pagestream.doc_id")))
+             for s in receiver.spans]  # fmt: skip
+    assert {s.service for s in receiver.spans} == {"pagestream-agents"}
+    for s in node_spans.get_finished_spans():
+        assert s.parent is not None and s.attributes is not None
+        doc_id = str(s.attributes["pagestream.doc_id"])
+        spans.append(Span(s.name, f"{s.context.trace_id:032x}", f"{s.context.span_id:016x}",
+                          f"{s.parent.span_id:016x}", doc_id))  # fmt: skip
+        assert s.attributes["pagestream.batch_size"] >= 1  # type: ignore[operator]
+
+    traces = set()
+    for doc_id, pages, hooked in (("trace-one", 1, True), ("trace-two", 2, False)):
+        mine = [s for s in spans if s.doc_id == doc_id]
+        names = sorted(s.name for s in mine)
+        expected = ["deliver"] * pages + ["gpu.classify"] * pages + ["ingest"]
+        expected += ["route"] * pages + (["webhook"] if hooked else [])
+        assert names == sorted(expected), names
+        # One trace per document ...
+        (trace_id,) = {s.trace_id for s in mine}
+        traces.add(trace_id)
+        # ... each hop the child of the hop that wrote its record, across processes.
+        ids = {name: {s.span_id for s in mine if s.name == name} for name in set(names)}
+        parent_of = {"gpu.classify": "ingest", "route": "gpu.classify", "deliver": "route",
+                     "webhook": "deliver"}  # fmt: skip
+        for s in mine:
+            if s.name in parent_of:
+                assert s.parent in ids[parent_of[s.name]], (s, ids)
+    assert len(traces) == 2
