@@ -47,6 +47,7 @@ from schemas.pages import (
     OrientationResult,
     PageState,
 )
+from schemas.progress import Progress, ProgressStage
 from schemas.results import DocumentResult, PageResult
 
 __all__ = [
@@ -79,6 +80,8 @@ __all__ = [
     "PageResult",
     "PageState",
     "Payload",
+    "Progress",
+    "ProgressStage",
     "RGFields",
     "Record",
     "RecordError",

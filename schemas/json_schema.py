@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from schemas.documents import DocumentSubmitted
 from schemas.extraction import CINFields, CNHFields, GenericFields, RGFields
 from schemas.pages import PageState
+from schemas.progress import Progress
 from schemas.results import DocumentResult
 
 # "validation" describes what we accept, "serialization" what we emit (where every
@@ -23,6 +24,7 @@ _SCHEMAS: dict[type[BaseModel], Literal["validation", "serialization"]] = {
     DocumentSubmitted: "validation",
     PageState: "serialization",
     DocumentResult: "serialization",
+    Progress: "serialization",
 }
 
 

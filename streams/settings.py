@@ -209,6 +209,8 @@ class AgentSettings(BaseModel):
     webhook_allow_private: bool = False
     webhook_attempts: int = Field(default=5, ge=1)
     webhook_timeout_s: float = Field(default=10.0, gt=0)
+    # One small record on docs.progress each time a page moves (`pagestream status`).
+    progress_events: bool = True
 
 
 class DlqSettings(BaseModel):

@@ -68,6 +68,17 @@ RESULTS = TopicSpec(
 DLQ = TopicSpec(
     "docs.dlq", 3, "Dead letters: original key/value plus error headers", retention_ms=30 * _DAY_MS
 )
+PROGRESS = TopicSpec(
+    "docs.progress",
+    6,
+    "Progress: where each page is, keyed doc_id/page_no (doc_id: the document), all of a "
+    "document's keys on the partition of its doc_id; compacted to the latest per key",
+    # Kept a week: long enough to ask about any document still in flight.
+    retention_ms=7 * _DAY_MS,
+    cleanup_policy="compact,delete",
+    grow_warning="doc_ids move to other partitions: `pagestream status` misses the "
+    "progress of documents in flight until they move again",
+)
 
 ALL: tuple[TopicSpec, ...] = (
     RAW,
@@ -82,6 +93,7 @@ ALL: tuple[TopicSpec, ...] = (
     PAGES_DONE,
     RESULTS,
     DLQ,
+    PROGRESS,
 )
 
 # faust's state: deliver's page table and its changelog, "<app id>-<table>-changelog".

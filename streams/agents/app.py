@@ -123,12 +123,15 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
     app = _faust_app(settings)
     blobs = BlobStore.from_settings(settings.blobs)
     metrics = AgentMetrics(registry or CollectorRegistry(), topo.name(DLQ))
-    ingest = Ingest(topo, blobs, group=app_id, max_pixels=agents.max_page_pixels)
-    route = Router(topo, group=app_id, min_confidence=agents.min_confidence)
+    ingest = Ingest(topo, blobs, group=app_id, max_pixels=agents.max_page_pixels,
+                    progress=agents.progress_events)  # fmt: skip
+    route = Router(topo, group=app_id, min_confidence=agents.min_confidence,
+                   progress=agents.progress_events)  # fmt: skip
     deliver = Deliver(topo, group=app_id, min_confidence=agents.min_confidence,
                       delivered_ttl_s=agents.delivered_ttl_s,
                       deadline_s=agents.document_deadline_s, blobs=blobs,
-                      max_record_bytes=settings.kafka.max_record_bytes)  # fmt: skip
+                      max_record_bytes=settings.kafka.max_record_bytes,
+                      progress=agents.progress_events)  # fmt: skip
 
     raw_topic = app.topic(topo.name(RAW))
     facts_topic = app.topic(*(topo.name(t) for t in (ORIENTED, CLASSIFIED, EXTRACTED, RECOGNIZED)))

@@ -31,6 +31,7 @@ from typing import Any
 from schemas import DocumentResult, Operation, PageState, RecordError, decode, encode, headers
 from schemas.pages import BlobRef
 from schemas.results import PageResult, document_markdown
+from streams import progress
 from streams.blobs import BlobStore
 from streams.envelope import RECORD_OVERHEAD_BYTES, Origin, Outgoing, dead_letter, next_record
 from streams.partitioning import partition_for
@@ -101,7 +102,9 @@ class Deliver:
         blobs: BlobStore | None = None,
         max_record_bytes: int | None = None,
         clock: Callable[[], float] = time.time,
+        progress: bool = False,
     ) -> None:
+        self.progress = progress  # also write docs.progress (streams/progress.py)
         self.blobs = blobs
         self.max_record_bytes = max_record_bytes
         self.topology = topology
@@ -135,9 +138,16 @@ class Deliver:
             # a page, not of the document so far (no whole-document rewrite per page).
             table[_page_key(page.doc_id, page.page_no)] = page.model_dump(mode="json")
             table[page.doc_id] = {**entry, "seen": [*seen, page.page_no]}
-            return Delivery([])
+            return Delivery(self._page_done(page, len(seen) + 1, origin))
         states = [*self._stored_pages(page.doc_id, seen, table), page]
-        return self._end(page.doc_id, states, origin, STAGE)
+        ended = self._end(page.doc_id, states, origin, STAGE)
+        ended.emits.extend(self._page_done(page, len(seen) + 1, origin))
+        return ended
+
+    def _page_done(self, page: PageState, pages_done: int, origin: Origin) -> list[Outgoing]:
+        if not self.progress:
+            return []
+        return [progress.page_done(self.topology, page, pages_done, origin)]
 
     def _after_end(self, page: PageState, entry: Entry, origin: Origin,
                    table: MutableMapping[str, Entry]) -> Delivery:  # fmt: skip
@@ -167,12 +177,15 @@ class Deliver:
         log.info("deliver: doc %s %s, %d of %d pages", doc_id, result.status, len(states),
                  result.page_count)  # fmt: skip
         emit = next_record(self.topology.name(RESULTS), doc_id, result, origin, step)
+        emits = [emit]
+        if self.progress:
+            emits.append(progress.document_ended(self.topology, result, origin))
         callback = next((str(p.callback) for p in states if p.callback), None)
         hooks = [] if callback is None else [WebhookCall.for_result(callback, emit)]
         unfinished = {}
         if result.status != "completed":
             unfinished[doc_id] = Unfinished(states, missing_reason)
-        return Delivery([emit], hooks, [doc_id], unfinished, [(result.status, cause)])
+        return Delivery(emits, hooks, [doc_id], unfinished, [(result.status, cause)])
 
     def _claim_checked(self, result: DocumentResult) -> DocumentResult:
         """`result`, its pages (then its Markdown) moved to the blob store if it would

@@ -26,7 +26,7 @@ from schemas import (
     decode,
 )
 from schemas.pages import BlobRef
-from streams import media
+from streams import media, progress
 from streams.agents.deliver import WebhookCall
 from streams.blobs import BlobStore, BlobStoreUnavailableError
 from streams.envelope import Origin, Outgoing, dead_letter, error_message, next_record
@@ -42,8 +42,15 @@ STAGE = "ingest"
 
 class Ingest:
     def __init__(
-        self, topology: Topology, blobs: BlobStore, *, group: str, max_pixels: int
+        self,
+        topology: Topology,
+        blobs: BlobStore,
+        *,
+        group: str,
+        max_pixels: int,
+        progress: bool = False,
     ) -> None:
+        self.progress = progress  # also write docs.progress (streams/progress.py)
         self.topology = topology
         self.blobs = blobs
         self.group = group
@@ -74,8 +81,7 @@ class Ingest:
                     exc=exc,
                 )
             ]
-            failed = self._failed_result(origin, submitted, exc)
-            return out + ([failed] if failed is not None else [])
+            return out + self._failed_result(origin, submitted, exc)
 
     def webhook_for(self, origin: Origin, emits: list[Outgoing]) -> WebhookCall | None:
         """The webhook of a `failed` result ingest emitted, if the submission has a
@@ -140,6 +146,8 @@ class Ingest:
         for page_no, state in sorted(states.items()):
             topic = self.topology.name(next_step(state).topic)
             out.append(next_record(topic, doc_id, state, origin, f"page{page_no}"))
+            if self.progress:
+                out += progress.page_moved(self.topology, state, topic, origin)
         log.info("ingest: doc %s %s, %d bytes, %d pages, %d from the text layer", doc_id,
                  media.sniff(data), len(data), count, len(answered))  # fmt: skip
         return out
@@ -170,9 +178,9 @@ class Ingest:
 
     def _failed_result(
         self, origin: Origin, sub: DocumentSubmitted | None, exc: BaseException
-    ) -> Outgoing | None:
+    ) -> list[Outgoing]:
         if sub is None or sub.doc_id is None:
-            return None  # no id the client knows: the DLQ record is all there is
+            return []  # no id the client knows: the DLQ record is all there is
         now = datetime.now(UTC)
         result = DocumentResult(
             doc_id=sub.doc_id,
@@ -184,4 +192,7 @@ class Ingest:
             submitted_at=sub.submitted_at,
             completed_at=now,
         )
-        return next_record(self.topology.name(RESULTS), sub.doc_id, result, origin, "failed")
+        out = [next_record(self.topology.name(RESULTS), sub.doc_id, result, origin, "failed")]
+        if self.progress:
+            out.append(progress.document_ended(self.topology, result, origin))
+        return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from schemas import PageState, RecordError, decode
+from streams import progress
 from streams.envelope import Origin, Outgoing, dead_letter, next_record
 from streams.routing import RoutingError, next_step
 from streams.topics import DLQ, Topology
@@ -15,10 +16,13 @@ STAGE = "route"
 
 
 class Router:
-    def __init__(self, topology: Topology, *, group: str, min_confidence: float) -> None:
+    def __init__(
+        self, topology: Topology, *, group: str, min_confidence: float, progress: bool = False
+    ) -> None:
         self.topology = topology
         self.group = group
         self.min_confidence = min_confidence
+        self.progress = progress  # also write docs.progress (streams/progress.py)
 
     def handle(self, origin: Origin) -> list[Outgoing]:
         try:
@@ -30,4 +34,7 @@ class Router:
             dlq = self.topology.name(DLQ)
             return [dead_letter(origin, dlq_topic=dlq, stage=STAGE, group=self.group, exc=exc)]
         topic = self.topology.name(route.topic)
-        return [next_record(topic, page.doc_id, page, origin, STAGE)]
+        out = [next_record(topic, page.doc_id, page, origin, STAGE)]
+        if self.progress:
+            out += progress.page_moved(self.topology, page, topic, origin)
+        return out

@@ -5,6 +5,7 @@
     pagestream schemas export DIR         JSON Schemas of the records (schemas.py)
     pagestream submit FILE...             publish documents to docs.raw (submit.py)
     pagestream results                    the latest result per document (results.py)
+    pagestream status DOC_ID              where a document's pages are (status.py)
     pagestream lag                        consumer lag per group and partition (lag.py)
     pagestream exporter                   lag and offsets for Prometheus (exporter.py)
     pagestream dlq list|show|replay       dead letters (dlq.py)
@@ -34,6 +35,7 @@ from streams.cli import (
     lag,
     results,
     schemas,
+    status,
     submit,
     topics,
     up,
@@ -54,7 +56,7 @@ def _main(verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False) -> 
     )
 
 
-for _module in (broker, topics, schemas, submit, results, lag, dlq, agents, exporter, up):
+for _module in (broker, topics, schemas, submit, results, status, lag, dlq, agents, exporter, up):
     _module.register(app)
 for _entry in entry_points(group="pagestream.commands"):
     _entry.load()(app)

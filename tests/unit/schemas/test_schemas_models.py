@@ -277,6 +277,7 @@ def test_export_json_schemas(tmp_path: Path) -> None:
         "DocumentSubmitted.schema.json",
         "GenericFields.schema.json",
         "PageState.schema.json",
+        "Progress.schema.json",
         "RGFields.schema.json",
     ]
     rg = json.loads((tmp_path / "out" / "RGFields.schema.json").read_text())
