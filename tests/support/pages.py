@@ -34,6 +34,17 @@ def node_settings(settings: Settings, **node: Any) -> Settings:
     )
 
 
+def pdf_bytes(images: list[Image.Image]) -> bytes:
+    """A PDF with one page per image (150 dpi), as a scanner would make it."""
+    import pymupdf
+
+    doc = pymupdf.open()
+    for im in images:
+        page = doc.new_page(width=im.width * 72 / 150, height=im.height * 72 / 150)
+        page.insert_image(page.rect, stream=png_bytes(im))
+    return bytes(doc.tobytes())
+
+
 def png_bytes(image: Image.Image) -> bytes:
     buf = io.BytesIO()
     image.save(buf, format="PNG")

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pymupdf
 import pytest
 
 from schemas import DocumentResult, DocumentType, Operation, Options, decode, headers
@@ -18,7 +17,7 @@ from streams.submit import Submitter
 from streams.topics import DLQ, RAW, RESULTS, Topology
 from synth.dataset import generate
 from tests.support import agents as support
-from tests.support.pages import png_bytes, read_committed
+from tests.support.pages import pdf_bytes, png_bytes, read_committed
 from tests.support.partitions import misplaced
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -45,14 +44,6 @@ def agents(cli_env: Settings, topology: Topology, tmp_path: Path) -> Iterator[su
         print(worker.tail())
 
 
-def _pdf(images: list) -> bytes:
-    doc = pymupdf.open()
-    for im in images:
-        page = doc.new_page(width=im.width * 72 / 150, height=im.height * 72 / 150)
-        page.insert_image(page.rect, stream=png_bytes(im))
-    return bytes(doc.tobytes())
-
-
 def test_all_four_operations_end_to_end(
     cli_env: Settings, topology: Topology, node_factory, agents, webhook_receiver
 ):
@@ -75,7 +66,8 @@ def test_all_four_operations_end_to_end(
         doc_id="op-extract",
     )
     sub.submit_bytes(png_bytes(invoice.image), operation=Operation.process, doc_id="op-process")
-    sub.submit_bytes(_pdf([letter.image, invoice.image]), operation=Operation.ocr, doc_id="op-ocr")
+    two_pages = pdf_bytes([letter.image, invoice.image])
+    sub.submit_bytes(two_pages, operation=Operation.ocr, doc_id="op-ocr")
     sub.submit_bytes(b"%PDF-1.7 truncated garbage", operation=Operation.ocr, doc_id="op-bad")
     sub.flush()
     with node_factory():

@@ -7,7 +7,6 @@ import json
 import time
 from pathlib import Path
 
-import pymupdf
 import pytest
 from typer.testing import CliRunner
 
@@ -18,18 +17,10 @@ from streams.submit import Submitter
 from streams.topics import PROGRESS, RESULTS, Topology
 from synth.dataset import generate
 from tests.support import agents as support
-from tests.support.pages import png_bytes, read_committed
+from tests.support.pages import pdf_bytes, read_committed
 from tests.support.partitions import misplaced
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
-
-
-def _pdf(images: list) -> bytes:  # type: ignore[type-arg]
-    doc = pymupdf.open()
-    for im in images:
-        page = doc.new_page(width=im.width * 72 / 150, height=im.height * 72 / 150)
-        page.insert_image(page.rect, stream=png_bytes(im))
-    return bytes(doc.tobytes())
 
 
 def _status(doc_id: str) -> dict[str, object]:
@@ -49,7 +40,7 @@ def test_status_follows_a_document_page_by_page(
     worker = support.start_worker(tmp_path / "agents.log")
     try:
         sub = Submitter(cli_env)
-        sub.submit_bytes(_pdf(pages), operation=Operation.classify, doc_id="progress-doc",
+        sub.submit_bytes(pdf_bytes(pages), operation=Operation.classify, doc_id="progress-doc",
                          options=Options(auto_rotate=False))  # fmt: skip
         sub.flush()
         # No GPU node yet: ingest split the PDF and every page waits in gpu.classify.

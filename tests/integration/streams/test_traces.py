@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pymupdf
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -24,7 +23,7 @@ from streams.topics import RESULTS, Topology
 from synth.dataset import generate
 from tests.support import agents as support
 from tests.support.otlp import otlp_receiver
-from tests.support.pages import png_bytes, read_committed
+from tests.support.pages import pdf_bytes, png_bytes, read_committed
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -50,14 +49,6 @@ def node_spans() -> Iterator[InMemorySpanExporter]:
     tracing.use(None)
 
 
-def _pdf(images: list) -> bytes:  # type: ignore[type-arg]
-    doc = pymupdf.open()
-    for im in images:
-        page = doc.new_page(width=im.width * 72 / 150, height=im.height * 72 / 150)
-        page.insert_image(page.rect, stream=png_bytes(im))
-    return bytes(doc.tobytes())
-
-
 def test_one_trace_per_document_with_every_hop_linked_across_processes(
     cli_env: Settings,
     topology: Topology,
@@ -78,7 +69,7 @@ def test_one_trace_per_document_with_every_hop_linked_across_processes(
             plain = Options(auto_rotate=False)
             sub.submit_bytes(png_bytes(a), operation=Operation.classify, doc_id="trace-one",
                              options=plain, callback=hook.url)  # fmt: skip
-            sub.submit_bytes(_pdf([b, c]), operation=Operation.classify, doc_id="trace-two",
+            sub.submit_bytes(pdf_bytes([b, c]), operation=Operation.classify, doc_id="trace-two",
                              options=plain)  # fmt: skip
             sub.flush()
             with node_factory():
