@@ -10,9 +10,10 @@ That number counts transaction markers: a partition the GPU node writes ends wit
 the commit marker of its last transaction, and a group that has read everything
 shows a lag of 1 forever. `records` is the lag in records: what a read_committed
 consumer starting at the committed offset would still be given (markers and
-aborted records are not lag). `RecordCounter` reads the span to count it, up to
-`scan_limit` offsets per partition; past that, the rest counts offset for offset
-(an upper bound, off by at most one marker per transaction). In records mode
+aborted records are not lag). `RecordCounter` reads a span of up to `scan_limit`
+offsets to count it; a longer span counts offset for offset (an upper bound, off by
+at most one marker per transaction), and only its first record is read, for its
+timestamp. In records mode
 every partition of the group's topics is listed, those never committed counting
 from their log start (see `_uncommitted_partitions`).
 """
@@ -95,7 +96,7 @@ class RecordCounter:
     One assign-only consumer (it never joins or commits to a group) reused across calls.
     """
 
-    def __init__(self, consumer: Consumer, scan_limit: int = 1000, timeout_s: float = 5.0):
+    def __init__(self, consumer: Consumer, scan_limit: int = 200, timeout_s: float = 5.0):
         self._consumer = consumer
         self.scan_limit = scan_limit
         self.timeout_s = timeout_s
@@ -105,8 +106,11 @@ class RecordCounter:
         todo = {tp: se for tp, se in spans.items() if se[1] > se[0]}
         if not todo:
             return out
-        # Read up to scan_limit offsets from each start; stop a partition at its end or EOF.
-        stop = {tp: min(e, s + self.scan_limit) for tp, (s, e) in todo.items()}
+        # Spans up to scan_limit are read whole (a lag of a few records is exactly what
+        # markers distort); longer ones only for their first record's timestamp, the
+        # rest counting offset for offset (markers are a small share of a real backlog,
+        # and reading it would cost a scrape as much as the consumer's own work).
+        stop = {tp: e if e - s <= self.scan_limit else s + 1 for tp, (s, e) in todo.items()}
         counted = dict.fromkeys(todo, 0)
         oldest: dict[TP, int | None] = dict.fromkeys(todo)
         reached = {tp: s for tp, (s, _) in todo.items()}  # offsets known to be read past
@@ -130,6 +134,8 @@ class RecordCounter:
                     if offset >= stop[tp]:
                         # Nothing between the last record and this one was a record.
                         reached[tp] = stop[tp]
+                        if oldest[tp] is None:
+                            oldest[tp] = msg.timestamp()[1]
                         pending.discard(tp)
                         continue
                     counted[tp] += 1
@@ -244,11 +250,16 @@ def all_lag(
     return [group_lag(admin, g, counter) for g in (groups or list_groups(admin))]
 
 
-def record_counter(settings: KafkaSettings, scan_limit: int = 1000) -> RecordCounter:
+def record_counter(settings: KafkaSettings, scan_limit: int = 200) -> RecordCounter:
     # Assign-only: it never joins the group it names and never commits.
     consumer = kafka.consumer(
         settings,
         f"{settings.client_id}-lag-probe",
-        **{"enable.partition.eof": True, "fetch.wait.max.ms": 50},
+        # Small fetches: a partition is read for a few records at most.
+        **{
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 50,
+            "max.partition.fetch.bytes": 256 * 1024,
+        },
     )
     return RecordCounter(consumer, scan_limit)

@@ -233,8 +233,9 @@ class ExporterSettings(BaseModel):
     interval_s: float = Field(default=15.0, gt=0)
     # Readings a partition is judged over (Burrow's default: 10).
     window: int = Field(default=10, ge=2)
-    # Offsets read per partition to count records behind a committed offset.
-    scan_limit: int = Field(default=1000, ge=0)
+    # Lags up to this many offsets are counted record by record (markers excluded);
+    # longer ones offset for offset (see streams/lag.py).
+    scan_limit: int = Field(default=200, ge=0)
     group_regex: str = ".*"
     topic_regex: str = "^(?!__).*"  # Kafka's internal topics are left out
 

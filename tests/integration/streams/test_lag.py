@@ -163,10 +163,12 @@ def test_lag_in_records_leaves_out_transaction_markers_and_aborted_records(
         assert (row.lag, row.records) == (6, 2)
         assert row.oldest_ms is not None and row.oldest_ms > 0
 
-        # Past the scan limit, the unread rest counts offset for offset (never hides lag).
+        # A span longer than the scan limit counts offset for offset past its first
+        # offset (never hides lag), and still knows its first record's timestamp.
         short = lag.RecordCounter(counter._consumer, scan_limit=2)
         (row,) = lag.group_lag(admin, group, short).partitions
-        assert row.records == 0 + (9 - 5)  # 3 (marker) and 4 were read: 0 records; 5-8 unread
+        assert row.records == 9 - 4  # offset 3 (the marker) read: no record; 4-8 counted
+        assert row.oldest_ms is not None
     finally:
         counter.close()
 
