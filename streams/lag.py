@@ -57,6 +57,11 @@ class PartitionLag:
     # never committed on (records mode only). `records` counts from here.
     position: int | None = None
 
+    @property
+    def behind(self) -> int:
+        """Records behind where they were counted, offsets otherwise."""
+        return self.records if self.records is not None else (self.lag or 0)
+
 
 @dataclass(frozen=True)
 class GroupLag:
@@ -68,7 +73,7 @@ class GroupLag:
     @property
     def total_lag(self) -> int:
         """Records behind, summed over partitions (offsets where records were not counted)."""
-        return sum(_records(p) for p in self.partitions)
+        return sum(p.behind for p in self.partitions)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -78,10 +83,6 @@ class GroupLag:
             "total_lag": self.total_lag,
             "partitions": [asdict(p) for p in self.partitions],
         }
-
-
-def _records(p: PartitionLag) -> int:
-    return p.records if p.records is not None else (p.lag or 0)
 
 
 @dataclass(frozen=True)

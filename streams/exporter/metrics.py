@@ -157,7 +157,7 @@ def _groups(snap: Snapshot) -> Iterator[GaugeMetricFamily]:
             if tp not in view.partitions or p.position is None:
                 continue
             labels = [g, p.topic, str(p.partition)]
-            records = p.records if p.records is not None else (p.lag or 0)
+            records = p.behind
             if p.committed is not None:  # as kafka_exporter: no commit, no current offset
                 current.add_metric(labels, p.committed)
             lag.add_metric(labels, records)

@@ -101,7 +101,7 @@ class Sampler:
             if p.position is None or not self._topics.match(p.topic):
                 continue
             tp = (p.topic, p.partition)
-            records = p.records if p.records is not None else (p.lag or 0)
+            records = p.behind
             samples = self._history.add((lag.group, *tp), Sample(p.position, records))
             statuses[tp] = partition_status(samples, lag.members > 0, self.window)
             if records == 0:

@@ -5,7 +5,6 @@ agents stop, sees both clear when they come back, and reads lag 0 everywhere onc
 from __future__ import annotations
 
 import re
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from schemas import DocumentType, Operation, Options
-from streams.exporter import Exporter
 from streams.settings import ExporterSettings, Settings
 from streams.submit import Submitter
 from streams.topics import RAW, RESULTS, Topology
 from synth.dataset import generate
 from tests.support import agents as support
+from tests.support.exporter import running_exporter
 from tests.support.pages import png_bytes, read_committed
 from tests.support.prometheus import prometheus, shortened_rules
 
@@ -36,14 +35,8 @@ def exporter_port(cli_env: Settings) -> Iterator[int]:
     # 3 s), so a worker between two commits does not look stalled.
     conf = ExporterSettings(host="127.0.0.1", port=0, interval_s=0.5, window=8,
                             group_regex=groups, topic_regex=ours)  # fmt: skip
-    exporter = Exporter(cli_env.kafka, conf)
-    port = exporter.start_http()
-    stop = threading.Event()
-    thread = threading.Thread(target=exporter.run, args=(stop,), daemon=True)
-    thread.start()
-    yield port
-    stop.set()
-    thread.join(30)
+    with running_exporter(cli_env.kafka, conf) as port:
+        yield port
 
 
 def _submit(settings: Settings, images: list, first: int) -> list[str]:

@@ -4,7 +4,6 @@ the Burrow-style status going to ERR when nobody consumes and back to OK."""
 from __future__ import annotations
 
 import re
-import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -14,9 +13,9 @@ from confluent_kafka import TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from streams import kafka
-from streams.exporter import Exporter
 from streams.settings import ExporterSettings, Settings
 from tests.integration.streams.test_lag import _transactional
+from tests.support.exporter import running_exporter
 
 pytestmark = pytest.mark.kafka
 
@@ -37,18 +36,12 @@ def _value(samples: Samples, name: str, **labels: str) -> float | None:
 
 
 @pytest.fixture
-def exporter(settings: Settings, prefix: str) -> Iterator[tuple[Exporter, int]]:
+def exporter_port(settings: Settings, prefix: str) -> Iterator[int]:
     only_ours = f"^{re.escape(prefix)}"
     conf = ExporterSettings(host="127.0.0.1", port=0, interval_s=0.2, window=3,
                             group_regex=only_ours, topic_regex=only_ours)  # fmt: skip
-    exp = Exporter(settings.kafka, conf)
-    port = exp.start_http()
-    stop = threading.Event()
-    thread = threading.Thread(target=exp.run, args=(stop,), daemon=True)
-    thread.start()
-    yield exp, port
-    stop.set()
-    thread.join(30)
+    with running_exporter(settings.kafka, conf) as port:
+        yield port
 
 
 def _wait(port: int, check: Callable[[Samples], bool], timeout_s: float = 60) -> Samples:
@@ -64,9 +57,9 @@ def test_exporter_serves_kafka_exporter_metrics_and_judges_the_group(
     settings: Settings,
     make_topic: Callable[[str, int], str],
     prefix: str,
-    exporter: tuple[Exporter, int],
+    exporter_port: int,
 ) -> None:
-    _, port = exporter
+    port = exporter_port
     topic = make_topic(f"{prefix}exp.t", 2)
     prod = kafka.producer(settings.kafka)
     for i in range(10):

@@ -11,12 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from schemas import DocumentType, Operation, Options
-from streams import tracing
 from streams.settings import Settings
 from streams.submit import Submitter
 from streams.topics import RESULTS, Topology
@@ -24,6 +21,7 @@ from synth.dataset import generate
 from tests.support import agents as support
 from tests.support.otlp import otlp_receiver
 from tests.support.pages import pdf_bytes, png_bytes, read_committed
+from tests.support.tracing import spans_in_memory
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -41,12 +39,8 @@ class Span:
 
 @pytest.fixture
 def node_spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.use(provider)
-    yield exporter
-    tracing.use(None)
+    with spans_in_memory() as exporter:
+        yield exporter
 
 
 def test_one_trace_per_document_with_every_hop_linked_across_processes(

@@ -6,23 +6,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from schemas import DocumentSubmitted, headers
 from streams import tracing
 from streams.envelope import Origin, first_record, next_record
+from tests.support.tracing import spans_in_memory
 
 
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.use(provider)
-    yield exporter
-    tracing.use(None)
+    with spans_in_memory() as exporter:
+        yield exporter
 
 
 def _origin(out) -> Origin:  # type: ignore[no-untyped-def]
