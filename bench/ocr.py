@@ -96,7 +96,7 @@ async def _vlm_rate(
     with tempfile.TemporaryDirectory(prefix="pagestream-bench-vlm-") as tmp:
         folder = model or build_tiny_vlm(Path(tmp) / "tiny", answers="long")
         settings = VllmSettings(model=str(folder), dtype="float32", enforce_eager=True,
-                                gpu_memory_utilization=0.1, max_model_len=2048,
+                                kv_cache_memory_bytes=128 << 20, max_model_len=2048,
                                 max_pixels=64 * 28 * 28)  # fmt: skip
         doc_ocr = DocOcrSettings(preset=_preset(preset), max_tokens=max_tokens)
         engine = VllmExtractor(settings, doc_ocr)

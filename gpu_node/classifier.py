@@ -1,17 +1,24 @@
-"""Document-type classifier: a timm network behind a self-describing checkpoint.
+"""The page model: one timm network, two heads, one forward pass per page.
+
+One head names the document type (the known types plus `unknown`, for pages
+that are none of them); the other tells the page's orientation (the clockwise
+quarter turn that makes it upright). The orient stage reads the second head,
+the classify stage the first: the same weights in memory serve both.
 
 The checkpoint is a plain dict of tensors and primitives (loaded with
 ``weights_only=True``: no pickled code runs) that carries everything inference
-needs: architecture, labels in output order, input size and normalization.
-Training (`gpu_node.training`) and inference share `to_input`, so the two
-cannot preprocess differently.
+needs: architecture, labels in output order, input size, normalization and the
+temperatures that calibrate each head's confidence. Training
+(`gpu_node.training`) and inference share `to_input`, so the two cannot
+preprocess differently. Checkpoints of the one-head format
+(`pagestream-classifier/1`) still load; they classify but cannot orient.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, get_args
 
 import numpy as np
 import timm
@@ -20,9 +27,12 @@ from PIL import Image
 
 from gpu_node.device import DeviceChoice
 from gpu_node.images import RGBArray
-from schemas import ClassificationResult, DocumentType
+from schemas import ClassificationResult, DocumentType, OrientationResult
+from schemas.pages import Rotation
 
-CHECKPOINT_FORMAT = "pagestream-classifier/1"
+CHECKPOINT_FORMAT = "pagestream-pages/2"
+LEGACY_FORMAT = "pagestream-classifier/1"
+ROTATIONS: tuple[Rotation, ...] = get_args(Rotation)
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 _FILL = (128, 128, 128)
@@ -52,6 +62,40 @@ def to_input(
     return torch.from_numpy(norm.transpose(2, 0, 1).copy())
 
 
+class PageNet(torch.nn.Module):
+    """A timm backbone (pooled features) under a type head and a rotation head."""
+
+    def __init__(self, arch: str, n_types: int, *, orientation: bool = True) -> None:
+        super().__init__()
+        self.backbone = timm.create_model(arch, pretrained=False, num_classes=0)
+        # What the pooled forward returns: past the head conv where the net has one
+        # (MobileNetV3), which timm reports as head_hidden_size.
+        sizes = (getattr(self.backbone, a, 0) for a in ("head_hidden_size", "num_features"))
+        features = next(int(size) for size in sizes if size)
+        self.type_head = torch.nn.Linear(features, n_types)
+        self.rotation_head = torch.nn.Linear(features, len(ROTATIONS)) if orientation else None
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        features = self.backbone(x)
+        rotation = self.rotation_head(features) if self.rotation_head is not None else None
+        return self.type_head(features), rotation
+
+
+class _LegacyNet(torch.nn.Module):
+    # A one-head timm classifier, as `pagestream-classifier/1` checkpoints hold.
+    def __init__(self, arch: str, n_types: int) -> None:
+        super().__init__()
+        self.net = timm.create_model(arch, pretrained=False, num_classes=n_types)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return self.net(x), None
+
+
+class PageReading(NamedTuple):
+    classification: ClassificationResult
+    orientation: OrientationResult | None  # None: the checkpoint has no rotation head
+
+
 class Classifier:
     def __init__(
         self,
@@ -63,6 +107,7 @@ class Classifier:
         mean: Sequence[float],
         std: Sequence[float],
         device: DeviceChoice,
+        temperatures: tuple[float, float] = (1.0, 1.0),
     ) -> None:
         self.model = model.to(device.device, device.dtype).eval()
         self.arch = arch
@@ -70,17 +115,31 @@ class Classifier:
         self.input_size = input_size
         self.mean, self.std = tuple(mean), tuple(std)
         self.device = device
+        self.temperatures = temperatures  # (type head, rotation head)
+
+    @property
+    def orients(self) -> bool:
+        return getattr(self.model, "rotation_head", None) is not None
 
     @classmethod
     def load(cls, path: Path, device: DeviceChoice) -> Classifier:
         ckpt: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
-        if ckpt.get("format") != CHECKPOINT_FORMAT:
+        fmt = ckpt.get("format")
+        labels = [DocumentType(x) for x in ckpt.get("labels", ())]
+        model: torch.nn.Module
+        if fmt == CHECKPOINT_FORMAT:
+            model = PageNet(ckpt["arch"], len(labels))
+        elif fmt == LEGACY_FORMAT:
+            model = _LegacyNet(ckpt["arch"], len(labels))
+        else:
             raise ValueError(f"{path}: not a {CHECKPOINT_FORMAT} checkpoint")
-        labels = [DocumentType(x) for x in ckpt["labels"]]
-        model = timm.create_model(ckpt["arch"], pretrained=False, num_classes=len(labels))
+        state = ckpt["state_dict"]
+        if fmt == LEGACY_FORMAT:
+            state = {f"net.{k}": v for k, v in state.items()}
         # Stored as float16 to halve the file; the model's own dtype is restored here.
         model.load_state_dict({k: v.float() if v.is_floating_point() else v
-                               for k, v in ckpt["state_dict"].items()})  # fmt: skip
+                               for k, v in state.items()})  # fmt: skip
+        temps = ckpt.get("temperatures", {})
         return cls(
             model,
             arch=ckpt["arch"],
@@ -89,13 +148,14 @@ class Classifier:
             mean=ckpt["mean"],
             std=ckpt["std"],
             device=device,
+            temperatures=(float(temps.get("type", 1.0)), float(temps.get("rotation", 1.0))),
         )
 
     @torch.inference_mode()
-    def predict(
-        self, images: Sequence[RGBArray], batch_size: int = 16
-    ) -> list[ClassificationResult]:
-        results: list[ClassificationResult] = []
+    def read(self, images: Sequence[RGBArray], batch_size: int = 16) -> list[PageReading]:
+        """Type and orientation of each page, from one forward pass per batch."""
+        readings: list[PageReading] = []
+        t_type, t_rot = self.temperatures
         for start in range(0, len(images), batch_size):
             chunk = images[start : start + batch_size]
             batch = torch.stack(
@@ -104,38 +164,61 @@ class Classifier:
                     for im in chunk
                 ]
             ).to(self.device.device, self.device.dtype)
-            probs = torch.softmax(self.model(batch).float(), dim=1).cpu()
-            for row in probs:
-                best = int(row.argmax())
-                results.append(
-                    ClassificationResult(
-                        document_type=self.labels[best],
-                        confidence=float(row[best]),
-                        scores={
-                            lab.value: round(float(p), 6)
-                            for lab, p in zip(self.labels, row, strict=True)
-                        },
+            type_logits, rot_logits = self.model(batch)
+            types = torch.softmax(type_logits.float() / t_type, dim=1).cpu()
+            rots = (
+                torch.softmax(rot_logits.float() / t_rot, dim=1).cpu()
+                if rot_logits is not None
+                else None
+            )
+            for i, row in enumerate(types):
+                orientation = None
+                if rots is not None:
+                    k = int(rots[i].argmax())
+                    orientation = OrientationResult.for_rotation(
+                        ROTATIONS[k], round(float(rots[i][k]), 4), method="cnn"
                     )
-                )
-        return results
+                readings.append(PageReading(self._classification(row), orientation))
+        return readings
+
+    def predict(
+        self, images: Sequence[RGBArray], batch_size: int = 16
+    ) -> list[ClassificationResult]:
+        return [r.classification for r in self.read(images, batch_size)]
+
+    def orient(self, images: Sequence[RGBArray], batch_size: int = 16) -> list[OrientationResult]:
+        if not self.orients:
+            raise ValueError("this checkpoint has no rotation head (train a page model)")
+        return [r.orientation for r in self.read(images, batch_size) if r.orientation]
+
+    def _classification(self, row: torch.Tensor) -> ClassificationResult:
+        best = int(row.argmax())
+        return ClassificationResult(
+            document_type=self.labels[best],
+            confidence=float(row[best]),
+            scores={lab.value: round(float(p), 6) for lab, p in zip(self.labels, row, strict=True)},
+        )
 
 
 def checkpoint_dict(
-    model: torch.nn.Module,
+    model: PageNet,
     *,
     arch: str,
     labels: Sequence[DocumentType],
     input_size: int,
+    temperatures: tuple[float, float],
     trained: dict[str, Any],
 ) -> dict[str, Any]:
     return {
         "format": CHECKPOINT_FORMAT,
         "arch": arch,
         "labels": [lab.value for lab in labels],
+        "rotations": list(ROTATIONS),
         "input_size": input_size,
         "mean": list(IMAGENET_MEAN),
         "std": list(IMAGENET_STD),
         "preprocess": "letterbox",
+        "temperatures": {"type": temperatures[0], "rotation": temperatures[1]},
         "trained": trained,
         "state_dict": {
             k: v.detach().cpu().half() if v.is_floating_point() else v.detach().cpu()

@@ -45,9 +45,13 @@ def synth(
     width: Annotated[int, typer.Option(min=160)] = 960,
     pdfs: Annotated[int, typer.Option(min=0)] = 3,
     upright: Annotated[bool, typer.Option(help="No 90/180/270 rotations.")] = False,
+    unknown: Annotated[
+        bool, typer.Option(help="Also pages of no known type (blank, photos, tables...).")
+    ] = False,
 ) -> None:
     """Write synthetic ID documents, invoices and letters with ground truth."""
     from synth.dataset import write_dataset
+    from synth.doctypes import DOC_TYPES, PAGE_CLASSES
 
     summary = write_dataset(
         out_dir,
@@ -56,6 +60,7 @@ def synth(
         width=width,
         n_pdfs=pdfs,
         rotations=(0,) if upright else (0, 90, 180, 270),
+        doc_types=PAGE_CLASSES if unknown else DOC_TYPES,
     )
     out.print(
         f"{summary.n_images} images, {summary.n_pdfs} PDFs ({summary.n_pdf_pages} pages) "
@@ -66,14 +71,17 @@ def synth(
 def train_classifier(
     data: Annotated[Path, typer.Option(help="Folder per class: DATA/<document_type>/*.jpg")],
     out_path: Annotated[Path, typer.Option("--out")],
-    arch: Annotated[str, typer.Option()] = "efficientnet_b0",
-    epochs: Annotated[int, typer.Option(min=1)] = 8,
-    input_size: Annotated[int, typer.Option(min=32)] = 160,
+    arch: Annotated[str, typer.Option()] = "mobilenetv3_small_100",
+    epochs: Annotated[int, typer.Option(min=1)] = 12,
+    input_size: Annotated[int, typer.Option(min=32)] = 224,
     batch_size: Annotated[int, typer.Option(min=1)] = 32,
     seed: Annotated[int, typer.Option()] = 0,
     threads: Annotated[int | None, typer.Option(help="Default: one per core.")] = None,
 ) -> None:
-    """Train the document-type classifier (needs the `models` extra)."""
+    """Train the page model: document type (and unknown) plus orientation, one network.
+
+    DATA holds upright pages (`pagestream synth --upright --unknown`); quarter turns
+    are made while training. Needs the `models` extra."""
     from gpu_node.training import train
 
     logging.getLogger("gpu_node").setLevel(logging.INFO)
@@ -88,38 +96,80 @@ def train_classifier(
         threads=threads,
     )
     out.print(
-        f"validation accuracy {report.accuracy:.4f} on {report.n_val} images "
-        f"({report.n_train} trained, {report.epochs} epochs, {report.seconds:.0f}s)"
+        f"validation accuracy {report.accuracy:.4f}, rotation {report.rotation_accuracy:.4f} "
+        f"on {report.n_val} images ({report.n_train} trained, {report.epochs} epochs, "
+        f"{report.seconds:.0f}s)"
+    )
+    out.print(
+        f"temperatures type {report.temperatures[0]:.2f} rotation {report.temperatures[1]:.2f}; "
+        f"calibration error after them: type {report.ece[0]:.4f} rotation {report.ece[1]:.4f}"
     )
     out.print(report.format_confusion(), markup=False, highlight=False)
     out.print(f"checkpoint: {out_path}")
 
 
 def eval_models(
-    n: Annotated[int, typer.Option("--n", min=8)] = 80,
+    n: Annotated[int, typer.Option("--n", min=9)] = 81,
     seed: Annotated[int, typer.Option(help="Use a seed training never saw.")] = 1001,
     width: Annotated[int, typer.Option(min=160)] = 960,
     speed_pages: Annotated[int, typer.Option(help="Pages timed per model; 0 skips.")] = 16,
+    text_pdf_pages: Annotated[
+        int, typer.Option(help="Turned text-PDF pages for the orientation check.")
+    ] = 16,
+    compare_text: Annotated[
+        bool, typer.Option(help="Also run the text-based orientation alone (slow).")
+    ] = True,
 ) -> None:
-    """Accuracy and pages/s of the model set on fresh held-out synthetic pages."""
-    from gpu_node.evaluate import evaluate
+    """Accuracy, calibration and pages/s of the model set on fresh held-out synthetic pages."""
+    from gpu_node.evaluate import by_kind_and_rotation, evaluate
     from gpu_node.registry import ModelRegistry
+    from synth.doctypes import ROTATIONS
 
     logging.getLogger("gpu_node").setLevel(logging.INFO)
     registry = ModelRegistry(settings().models)
-    r = evaluate(registry, n=n, seed=seed, width=width, speed_pages=speed_pages)
+    r = evaluate(
+        registry,
+        n=n,
+        seed=seed,
+        width=width,
+        speed_pages=speed_pages,
+        text_pdf_n=text_pdf_pages,
+        compare_text=compare_text,
+    )
     table = Table(
         "measure",
         "value",
         title=f"{r.n_pages} pages, seed {r.seed}, width {r.width}px, all four rotations",
     )
-    table.add_row("orientation accuracy", f"{r.orientation_accuracy:.3f}")
+    for method, score in r.orientation.items():
+        ids = score.accuracy(k for k, _ in score.cells if k != "text pdf")
+        table.add_row(f"orientation accuracy, {method}", f"{ids:.3f}")
+        table.add_row(
+            f"orientation accuracy on turned text PDFs, {method}",
+            f"{score.accuracy(['text pdf']):.3f}",
+        )
+    table.add_row("pages sent to the text-based orientation", f"{r.fallback_share:.3f}")
+    table.add_row("page model rotation calibration error (ECE)", f"{r.ece_rotation:.3f}")
     table.add_row("classifier accuracy (after orientation)", f"{r.classifier_accuracy:.3f}")
+    table.add_row("classifier calibration error (ECE)", f"{r.ece_type:.3f}")
+    table.add_row("unknown pages reported unknown", f"{r.unknown_recall:.3f}")
+    table.add_row("known pages reported unknown", f"{r.false_unknown:.3f}")
     for name, (hits, total) in r.field_matches.items():
         table.add_row(f"rules exact match: {name}", f"{hits / max(total, 1):.3f} ({hits}/{total})")
     for name, (b1, b16) in r.throughput.items():
         table.add_row(f"{name} pages/s batch 1 / 16", f"{b1:.2f} / {b16:.2f}")
+    for method, ratio in r.speedups().items():
+        table.add_row(
+            f"orientation speed-up at batch 16, {method} (target >= 50x)", f"{ratio:.0f}x"
+        )
     out.print(table)
+    cells = Table("kind | method", *(f"{rot}°" for rot in ROTATIONS),
+                  title="orientation accuracy by kind and rotation")  # fmt: skip
+    for name, row in by_kind_and_rotation(r):
+        cells.add_row(name, *("-" if v is None else f"{v:.2f}" for v in row))
+    out.print(cells)
+    for kind, rot, text, stage in r.worse_cells():
+        out.print(f"stage below text-based: {kind} at {rot}°: {stage:.2f} vs {text:.2f}")
 
 
 def build_tiny_vlm_cmd(out_dir: Annotated[Path, typer.Option("--out")]) -> None:

@@ -46,6 +46,13 @@ class NodeMetrics:
             ["stage"],
             registry=registry,
         )
+        self.orientations = Counter(
+            "pagestream_gpu_orientations_total",
+            "Pages oriented, by the method that decided: the page model (cnn) or, for the "
+            "pages it was not sure of, the text-based method (text).",
+            ["method"],
+            registry=registry,
+        )
         self.dead_letters = dead_letters_counter(registry)
         self.ready = Gauge(
             "pagestream_gpu_ready",

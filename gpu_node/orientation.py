@@ -1,7 +1,14 @@
-"""Page orientation (0/90/180/270) from text: detect once, read a few lines.
+"""Page orientation (0/90/180/270): the page model first, reading text when it is unsure.
 
-Reading the whole page under four rotations would cost four full OCR passes.
-Instead, per page:
+`PageOrienter` asks the page model's rotation head (gpu_node.classifier: one
+small CNN forward pass per page) and keeps its answer when the calibrated
+confidence reaches `min_confidence`; the other pages go to `Orienter`, the
+text-based method below, which is two orders of magnitude slower but reads
+the page. The more confident of the two answers wins, and the result says
+which method decided (`OrientationResult.method`).
+
+The text-based method: detect once, read a few lines. Reading the whole page
+under four rotations would cost four full OCR passes. Instead, per page:
 
 1. CRAFT finds text boxes once, on a downscaled copy (orientation needs only
    the bigger lines, and detection cost grows with pixels).
@@ -19,9 +26,9 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, get_args
+from typing import TYPE_CHECKING, Any, NamedTuple, get_args
 
 import numpy as np
 
@@ -36,6 +43,9 @@ from gpu_node.ocr import (
     to_grey,
 )
 from schemas.pages import OrientationResult, Rotation
+
+if TYPE_CHECKING:
+    from gpu_node.classifier import Classifier
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +125,7 @@ class Orienter:
             scores = {
                 angle: _mean(line_score(*next(read)) for _ in plan.crops) for angle in plan.angles
             }
-            results.append(_decide(scores, plan.axis_share))
+            results.append(_decide(scores, plan.axis_share).model_copy(update={"method": "text"}))
         log.debug(
             "orientation: %d pages, %d crops read in %.2fs",
             len(images),
@@ -157,6 +167,42 @@ class Orienter:
         grey = to_grey(image)
         crops = [_crop_with_margin(grey, q / scale) for _, q in longest]
         return _Plan(angles=angles, crops=[c for c in crops if c.size], axis_share=share)
+
+
+class PageOrienter:
+    """The page model's rotation head, with the text-based method for the doubtful pages."""
+
+    def __init__(
+        self,
+        model: Classifier,
+        text: Callable[[], Orienter],
+        *,
+        min_confidence: float,
+    ) -> None:
+        self.model = model
+        self._text = text  # built on first need: loading EasyOCR costs seconds
+        self.min_confidence = min_confidence
+
+    def detect(self, images: Sequence[RGBArray]) -> list[OrientationResult]:
+        if not images:
+            return []
+        if not self.model.orients:  # a one-head checkpoint: text is all there is
+            return self._text().detect(images)
+        results = self.model.orient(images, batch_size=max(1, len(images)))
+        doubtful = [i for i, r in enumerate(results) if r.confidence < self.min_confidence]
+        if doubtful:
+            read = self._text().detect([images[i] for i in doubtful])
+            for i, by_text in zip(doubtful, read, strict=True):
+                if by_text.confidence >= results[i].confidence:
+                    results[i] = by_text
+        log.debug("orientation: %d pages, %d doubtful", len(images), len(doubtful))
+        return results
+
+    def orient(self, images: Sequence[RGBArray]) -> list[Oriented]:
+        return [
+            Oriented(correct(image, result), result)
+            for image, result in zip(images, self.detect(images), strict=True)
+        ]
 
 
 def correct(image: RGBArray, orientation: OrientationResult) -> RGBArray:

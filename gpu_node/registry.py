@@ -15,7 +15,7 @@ from gpu_node.classifier import Classifier
 from gpu_node.device import DeviceChoice, select_device
 from gpu_node.extraction.rules import RulesExtractor
 from gpu_node.ocr import OcrEngine, load_reader
-from gpu_node.orientation import Orienter
+from gpu_node.orientation import Orienter, PageOrienter
 from streams.settings import ModelSettings
 
 log = logging.getLogger(__name__)
@@ -35,8 +35,18 @@ class ModelRegistry:
         return OcrEngine(self.reader)
 
     @cached_property
-    def orienter(self) -> Orienter:
+    def text_orienter(self) -> Orienter:
         return Orienter(self.reader)
+
+    @cached_property
+    def orienter(self) -> Orienter | PageOrienter:
+        if self.settings.orientation == "text":
+            return self.text_orienter
+        return PageOrienter(
+            self.classifier,
+            lambda: self.text_orienter,
+            min_confidence=self.settings.orientation_min_confidence,
+        )
 
     @cached_property
     def classifier(self) -> Classifier:

@@ -46,7 +46,10 @@ class SyncStages:
 
     # The registry loads each model on first use: looked up per call, not here.
     def _orient(self, images: Sequence[RGBArray]) -> Sequence[Any]:
-        return self._models.orienter.detect(images)
+        results = self._models.orienter.detect(images)
+        for r in results:
+            self._metrics.orientations.labels(r.method or "text").inc()
+        return results
 
     def _classify(self, images: Sequence[RGBArray]) -> Sequence[Any]:
         return self._models.classifier.predict(images, batch_size=max(1, len(images)))

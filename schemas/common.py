@@ -67,6 +67,9 @@ class DocumentType(StrEnum):
     cin_back = "cin_back"
     invoice = "invoice"
     letter = "letter"
+    # None of the above: a blank page, a photo, a screenshot, other paperwork. The
+    # page model has a class for it so such pages are not forced onto the nearest type.
+    unknown = "unknown"
 
 
 Family: TypeAlias = Literal["rg", "cnh", "cin", "generic"]
@@ -80,6 +83,7 @@ _FAMILIES: dict[DocumentType, Family] = {
     DocumentType.cin_back: "cin",
     DocumentType.invoice: "generic",
     DocumentType.letter: "generic",
+    DocumentType.unknown: "generic",
 }
 
 

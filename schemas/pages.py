@@ -37,19 +37,32 @@ class BlobRef(Model):
 Rotation = Literal[0, 90, 180, 270]
 
 
+OrientationMethod = Literal["cnn", "text"]
+
+
 class OrientationResult(Model):
     rotation_degrees: Rotation  # clockwise correction applied to the page
     confidence: Confidence
     image_correction: str = Field(max_length=100)  # human-readable, e.g. "rotated 90 clockwise"
+    # Which method decided: the page model's rotation head ("cnn"), or reading text
+    # under each candidate angle ("text", when the page model was not confident enough).
+    method: OrientationMethod | None = None
 
     @classmethod
-    def for_rotation(cls, rotation_degrees: Rotation, confidence: float) -> OrientationResult:
+    def for_rotation(
+        cls,
+        rotation_degrees: Rotation,
+        confidence: float,
+        *,
+        method: OrientationMethod | None = None,
+    ) -> OrientationResult:
         """Build the result with the standard wording for `image_correction`."""
         correction = "none" if rotation_degrees == 0 else f"rotated {rotation_degrees} clockwise"
         return cls(
             rotation_degrees=rotation_degrees,
             confidence=confidence,
             image_correction=correction,
+            method=method,
         )
 
 

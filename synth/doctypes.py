@@ -8,8 +8,14 @@ from typing import Any
 from PIL import Image
 
 from schemas import DocumentType
+from synth.other import UNORIENTED
 
-DOC_TYPES: tuple[DocumentType, ...] = tuple(DocumentType)
+# The types synth draws as themselves; `unknown` pages come from synth.other.
+DOC_TYPES: tuple[DocumentType, ...] = tuple(
+    t for t in DocumentType if t is not DocumentType.unknown
+)
+# What the page model learns: every known type plus pages of none of them.
+PAGE_CLASSES: tuple[DocumentType, ...] = (*DOC_TYPES, DocumentType.unknown)
 ID_DOC_TYPES: tuple[DocumentType, ...] = DOC_TYPES[:6]
 ROTATIONS: tuple[int, ...] = (0, 90, 180, 270)
 DEFAULT_WIDTH = 960
@@ -51,6 +57,7 @@ FIELDS_BY_DOC_TYPE: dict[DocumentType, tuple[str, ...]] = {
     ),
     DocumentType.invoice: ("invoice_number", "issue_date", "name", "cpf", "total_amount"),
     DocumentType.letter: ("issue_date", "name", "cpf"),
+    DocumentType.unknown: (),
 }
 
 # Width / height of the upright document. Cards differ a little so the shape is
@@ -92,6 +99,8 @@ class SyntheticDoc:
     rotation: int
     fields: dict[str, str]
     image: Image.Image
+    # For `unknown` pages, which synth.other kind drew it (blank, photo, table...).
+    kind: str | None = None
 
     def upright_image(self) -> Image.Image:
         """The image with the rotation undone."""
@@ -101,8 +110,16 @@ class SyntheticDoc:
 
     def ground_truth(self) -> dict[str, Any]:
         """JSON-ready ground truth (no image)."""
-        return {
+        truth: dict[str, Any] = {
             "doc_type": self.doc_type.value,
             "rotation": self.rotation,
             "fields": dict(self.fields),
         }
+        if self.kind is not None:
+            truth["kind"] = self.kind
+        return truth
+
+    @property
+    def oriented(self) -> bool:
+        """Whether the page has an upright at all (a blank page or a photo has none)."""
+        return self.kind not in UNORIENTED

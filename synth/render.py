@@ -5,8 +5,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+from PIL import Image
+
 from schemas import DocumentType
-from synth import cards, paper
+from synth import cards, other, paper
 from synth.degrade import Degradation, degrade, rotate
 from synth.doctypes import (
     DEFAULT_WIDTH,
@@ -67,6 +69,15 @@ def render_document(
         raise ValueError(f"rotation must be one of {ROTATIONS}, got {rotation}")
     if width < MIN_WIDTH:
         raise ValueError(f"width must be at least {MIN_WIDTH} px")
+    if doc_type is DocumentType.unknown:
+        kind, upright = other.render_other(rng, width)
+        return SyntheticDoc(
+            doc_type=doc_type,
+            rotation=rotation,
+            fields={},
+            image=_finish(upright, rng, width, rotation, degraded),
+            kind=kind,
+        )
     if person is None:
         person = random_person(rng)
 
@@ -79,9 +90,14 @@ def render_document(
             f"{doc_type} layout and FIELDS_BY_DOC_TYPE differ on {sorted(mismatch)}"
         )
 
-    if degraded:
-        image = degrade(canvas.image, Degradation.random(rng, width), rotation, rng)
-    else:
-        image = rotate(canvas.image, rotation)
+    image = _finish(canvas.image, rng, width, rotation, degraded)
     fields = {k: canvas.shown[k] for k in FIELDS_BY_DOC_TYPE[doc_type]}
     return SyntheticDoc(doc_type=doc_type, rotation=rotation, fields=fields, image=image)
+
+
+def _finish(
+    upright: Image.Image, rng: random.Random, width: int, rotation: int, degraded: bool
+) -> Image.Image:
+    if degraded:
+        return degrade(upright, Degradation.random(rng, width), rotation, rng)
+    return rotate(upright, rotation)

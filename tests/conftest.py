@@ -26,7 +26,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from streams import broker, kafka
 from streams.settings import BlobSettings, BrokerSettings, KafkaSettings, Settings, TopicSettings
-from tests.support.vlm import TINY_MAX_PIXELS, TINY_MIN_PIXELS
+from tests.support.vlm import TINY_KV_CACHE_BYTES, TINY_MAX_PIXELS, TINY_MIN_PIXELS
 
 
 class _TestEnv(BaseSettings):
@@ -168,7 +168,7 @@ def vllm_server(tiny_vlm_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
         "--served-model-name", "tiny",
         "--dtype", "float32",
         "--enforce-eager",
-        "--gpu-memory-utilization", "0.1",
+        "--kv-cache-memory-bytes", str(TINY_KV_CACHE_BYTES),
         "--max-model-len", "2048",
         "--max-num-seqs", "8",
         "--limit-mm-per-prompt", json.dumps({"image": 1}),

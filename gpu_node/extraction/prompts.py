@@ -39,6 +39,8 @@ _SUBJECTS: dict[DocumentType | None, str] = {
     ),
     DocumentType.invoice: "an invoice (nota fiscal, fatura or recibo)",
     DocumentType.letter: "a letter or other correspondence",
+    # Classified as none of the known types (extract with document_type=unknown).
+    DocumentType.unknown: "a document of unknown type",
     None: "a document of unknown type",
 }
 

@@ -61,6 +61,7 @@ class VllmExtractor:
             max_num_seqs=s.max_num_seqs,
             max_model_len=s.max_model_len,
             gpu_memory_utilization=s.gpu_memory_utilization,
+            kv_cache_memory_bytes=s.kv_cache_memory_bytes,
             tensor_parallel_size=s.tensor_parallel_size,
             enforce_eager=s.enforce_eager,
             limit_mm_per_prompt={"image": s.limit_mm_per_prompt},

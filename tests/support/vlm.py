@@ -9,6 +9,10 @@ from streams.settings import VllmSettings
 # The tiny checkpoint's image processor budget: a few hundred visual tokens at most.
 TINY_MIN_PIXELS = 4 * 28 * 28
 TINY_MAX_PIXELS = 64 * 28 * 28
+# An explicit KV cache: a share of host RAM (gpu_memory_utilization) fails to start
+# when the node's RAM is small and the worker's own footprint exceeds the share. The
+# tiny model needs 2 KiB per token; 8 sequences of 2048 tokens fit in 32 MiB.
+TINY_KV_CACHE_BYTES = 128 * 1024 * 1024
 
 
 def tiny_vllm_settings(model: Path) -> VllmSettings:
@@ -16,7 +20,7 @@ def tiny_vllm_settings(model: Path) -> VllmSettings:
         model=str(model),
         dtype="float32",
         enforce_eager=True,
-        gpu_memory_utilization=0.1,  # on CPU: the share of host RAM for the KV cache
+        kv_cache_memory_bytes=TINY_KV_CACHE_BYTES,
         max_model_len=2048,
         max_num_seqs=8,
         min_pixels=TINY_MIN_PIXELS,

@@ -60,6 +60,7 @@ def test_orient_stage_finds_each_rotation(settings, topology: Topology, node_fac
         assert page.orientation is not None
         # synth rotates counter-clockwise by `rotation`; the correction is clockwise.
         assert page.orientation.rotation_degrees == d.rotation
+        assert page.orientation.method == "cnn"  # the page model was sure: no text read
 
 
 def test_classify_ocr_and_extract_stages(settings, topology: Topology, node_factory, make_page):

@@ -30,6 +30,7 @@ def test_every_rotation_is_corrected(easyocr_reader: Any) -> None:
     assert [o.orientation.rotation_degrees for o in oriented] == [d.rotation for d in docs]
     for doc, o in zip(docs, oriented, strict=True):
         assert o.orientation.confidence > 0.5
+        assert o.orientation.method == "text"
         assert np.array_equal(o.image, np.asarray(doc.upright_image()))
 
 
@@ -37,7 +38,7 @@ def test_every_rotation_is_corrected(easyocr_reader: Any) -> None:
 def test_page_without_text_is_left_alone(easyocr_reader: Any) -> None:
     blank = np.full((300, 200, 3), 250, dtype=np.uint8)
     (result,) = Orienter(easyocr_reader).detect([blank])
-    assert result == OrientationResult.for_rotation(0, 0.0)
+    assert result == OrientationResult.for_rotation(0, 0.0, method="text")
     assert Orienter(easyocr_reader).detect([]) == []
 
 

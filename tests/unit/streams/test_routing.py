@@ -127,3 +127,12 @@ def test_min_confidence_is_a_parameter():
 def test_an_ocr_result_held_as_a_claim_check_counts_as_the_result():
     ref = BlobRef(uri="file:///o", sha256="1" * 64, media_type="application/json", size_bytes=9)
     assert next_step(page(R, False, S.ocr, ocr=None, ocr_ref=ref)).done
+
+
+def test_a_page_classified_unknown_is_not_extracted():
+    # A confident `unknown` (a blank page, a photo): no template to read it with.
+    unknown = ClassificationResult(document_type=DocumentType.unknown, confidence=0.99)
+    route = next_step(page(P, True, Stage.classify, classification=unknown))
+    assert route.done
+    assert "not a known document type" in (route.note or "")
+    assert next_step(page(K, True, Stage.classify, classification=unknown)).done
