@@ -1,7 +1,8 @@
 """The GPU node's micro-batch loop: Kafka in, one model set, Kafka out, exactly once.
 
 One iteration (`GpuNode.step`):
-1. `consume(max_batch)` from the four work topics; each record gets a slot in its
+1. `consume()` up to max_batch records from the four work topics (as many as have
+   arrived: the batch grows with the backlog, see `_take`); each record gets a slot in its
    partition's offset order (ordering.py) and its image fetch starts in a thread pool.
 2. The oldest waiting batch of synchronous stages (orient, classify, ocr; stages.py)
    runs on the compute thread, one model call per stage, while the next batch's
@@ -232,7 +233,7 @@ class GpuNode:
                 wait_s = 0.0
             else:
                 wait_s = max_wait_s
-            self._admit(self._consumer.consume(self.settings.max_batch, wait_s))
+            self._admit(self._take(wait_s))
         self._resume_due_retries()
         self.extractions.collect()
         self.extractions.submit()
@@ -240,10 +241,33 @@ class GpuNode:
         self.extractions.apply_backpressure(self._consumer, async_parts)
         self._commit_ready()
         # In order; block on the oldest only when the look-ahead is full.
+        applied = False
         while self.computing and (
             self.computing[0].done() or len(self.computing) >= _QUEUED_BATCHES
         ):
             self._apply_outcomes(self.computing.popleft().result())
+            applied = True
+        if applied:
+            # Now, not after the next poll: an idle node's poll waits up to max_wait_ms.
+            self._commit_ready()
+
+    def _take(self, wait_s: float) -> list[Message]:
+        """The next micro-batch: up to max_batch records, as many as have arrived.
+
+        The batch adapts to the backlog. With records waiting in the client's fetch
+        queue it is full at once; when they trickle in, the first one is taken the
+        moment it arrives (consume() would otherwise wait out `wait_s` hoping to fill
+        the batch) with whatever came alongside within `linger_ms`. While the model
+        is busy the next batch gathers on its own, so a loaded node runs full batches
+        and an idle one answers a single page without waiting.
+        """
+        limit = self.settings.max_batch
+        batch = self._consumer.consume(limit, 0)
+        if not batch and wait_s > 0:
+            batch = self._consumer.consume(1, wait_s)
+            if batch and limit > 1:
+                batch += self._consumer.consume(limit - 1, self.settings.linger_ms / 1000)
+        return batch
 
     def _admit(self, messages: Sequence[Message]) -> None:
         sync: list[Task] = []
@@ -328,7 +352,10 @@ class GpuNode:
         }
         with tracing.hop(f"gpu.{task.stage.value}", task.origin.header(headers.TRACEPARENT),
                          start_ns=task.consumed_ns, attributes=attributes):  # fmt: skip
-            return next_record(topic, page.doc_id, page, task.origin, task.stage.value)
+            out = next_record(topic, page.doc_id, page, task.origin, task.stage.value)
+        if task.model_s:
+            out.headers.append((headers.MODEL_MS, f"{task.model_s * 1000:.1f}".encode()))
+        return out
 
     def _store_ocr(self, page: PageState) -> BlobRef:
         assert page.ocr is not None  # noqa: S101 - checked by the caller

@@ -159,10 +159,11 @@ class ExtractionScheduler:
             inputs = [ExtractionInput(image=im, document_type=document_type(t.page),
                                       ocr=t.page.ocr) for t, im in ok]  # fmt: skip
             outputs = await cast(Extractor, engine).extract(inputs)
+        elapsed = time.perf_counter() - started
         self._metrics.batch_size.labels(stage.value).observe(len(ok))
         for task, _ in ok:
-            task.batch_size = len(ok)
-        self._metrics.stage_latency.labels(stage.value).observe(time.perf_counter() - started)
+            task.batch_size, task.model_s = len(ok), elapsed
+        self._metrics.stage_latency.labels(stage.value).observe(elapsed)
         results = iter(outputs)
         return [im if isinstance(im, BaseException) else next(results) for im in fetched]
 

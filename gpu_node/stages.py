@@ -94,9 +94,10 @@ class SyncStages:
                 except Exception as exc:
                     outcomes.append((task, exc))
             return outcomes
+        elapsed = time.perf_counter() - started
         self._metrics.batch_size.labels(stage.value).observe(len(ready))
         for task, _ in ready:
-            task.batch_size = len(ready)
-        self._metrics.stage_latency.labels(stage.value).observe(time.perf_counter() - started)
+            task.batch_size, task.model_s = len(ready), elapsed
+        self._metrics.stage_latency.labels(stage.value).observe(elapsed)
         outcomes.extend((task, result) for (task, _), result in zip(ready, results, strict=True))
         return outcomes

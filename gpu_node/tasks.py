@@ -25,6 +25,7 @@ class Task:
     extra: dict[str, object] = field(default_factory=dict)
     consumed_ns: int = field(default_factory=time.time_ns)  # start of its trace span
     batch_size: int = 1  # of the model call that answered it
+    model_s: float = 0.0  # wall time of that call (its whole batch)
 
     @property
     def dropped(self) -> bool:

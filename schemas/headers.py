@@ -8,6 +8,9 @@ from schemas.common import Record
 EVENT_ID = "pagestream-event-id"  # uuid; consumers dedupe on it
 SCHEMA = "pagestream-schema"  # e.g. "DocumentSubmitted/1", see schema_header()
 TRACEPARENT = "traceparent"  # W3C trace context
+# On the GPU node's facts: milliseconds of the model call that answered the page (its
+# whole batch), so a record's hop time can be split into model time and the rest.
+MODEL_MS = "pagestream-model-ms"
 
 # On dead letters in docs.dlq: where the record came from and why it failed, the
 # same facts Kafka Connect's `__connect.errors.*` headers carry.

@@ -356,8 +356,14 @@ class NodeSettings(BaseModel):
     # Stable per node instance: a restarted node fences its own zombie. Two live
     # nodes must not share it.
     transactional_id: str = Field(default_factory=lambda: f"pagestream-gpu-{socket.gethostname()}")
-    max_batch: int = Field(default=16, ge=1)  # records per consume() and per model call
-    max_wait_ms: int = Field(default=200, ge=0)  # how long consume() waits to fill a batch
+    max_batch: int = Field(default=16, ge=1)  # records per model call, at most
+    # How long an idle node's poll waits for a first record (it returns as soon as one
+    # arrives; a longer wait only means fewer empty polls).
+    max_wait_ms: int = Field(default=200, ge=0)
+    # Once a first record is in hand on an idle node, how long to wait for more to
+    # join its batch. 0: a page arriving alone is answered alone, at once; a backlog
+    # still makes full batches, because the records are already fetched.
+    linger_ms: int = Field(default=0, ge=0)
     # Extractions submitted to the engine and not finished; above it gpu.extract
     # partitions are paused (the loop keeps polling the other stages).
     max_inflight_extractions: int = Field(default=32, ge=1)
