@@ -10,6 +10,9 @@ about a fifth of the run on a 2-core CPU. Starts its own throw-away broker
 processes the same pages:
 - direct: decode the page bytes and call the stage's model at --batch pages per call
   (what a caller without Kafka would do);
+- direct with decode ahead: the same, with the next batch decoded in a thread pool
+  while the model runs (what the node does, minus Kafka): Kafka / this is the strict
+  measure of what Kafka costs;
 - kafka batched: the tasks are in gpu.<stage>; a GpuNode with max_batch=--batch
   consumes them, runs the model, and commits outputs and offsets in transactions;
   timed from the node's partition assignment to the last output visible to
@@ -35,6 +38,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -91,6 +95,25 @@ def direct(models: ModelRegistry, stage: Stage, blobs: list[bytes], batch: int) 
     started = time.perf_counter()
     for i in range(0, len(blobs), batch):
         fn([decode_image(b, max_pixels=40_000_000) for b in blobs[i : i + batch]])
+    return len(blobs) / (time.perf_counter() - started)
+
+
+def direct_pipelined(models: ModelRegistry, stage: Stage, blobs: list[bytes], batch: int) -> float:
+    """As `direct`, with the next batch decoded in a thread pool while the model runs: the
+    node's own pipeline without Kafka, so the ratio to it is what Kafka costs."""
+    fn = _stage_fn(models, stage)
+
+    def decode(b: bytes) -> RGBArray:
+        return decode_image(b, max_pixels=40_000_000)
+
+    chunks = [blobs[i : i + batch] for i in range(0, len(blobs), batch)]
+    started = time.perf_counter()
+    with ThreadPoolExecutor(NodeSettings().fetch_threads) as pool:
+        ahead = [pool.submit(decode, b) for b in chunks[0]]
+        for k in range(len(chunks)):
+            images = [f.result() for f in ahead]
+            ahead = [pool.submit(decode, b) for b in chunks[k + 1]] if k + 1 < len(chunks) else []
+            fn(images)
     return len(blobs) / (time.perf_counter() - started)
 
 
@@ -269,11 +292,13 @@ def _run(stage: Stage, n: int, batch: int, width: int, repeats: int,
     _stage_fn(models, stage)(  # warm-up: model load and first-call costs out of the timings
         [decode_image(blobs[0], max_pixels=40_000_000)]
     )
-    runs: dict[str, list[float]] = {k: [] for k in ("direct", "kafka", "direct_b1", "kafka_b1")}
+    names = ("direct", "direct_pipe", "kafka", "direct_b1", "kafka_b1")
+    runs: dict[str, list[float]] = {k: [] for k in names}
     batches: dict[str, list[float]] = {"kafka": [], "kafka_b1": []}
     for r in range(repeats):
         out.print(f"repeat {r + 1}/{repeats}")
         runs["direct"].append(direct(models, stage, blobs, batch))
+        runs["direct_pipe"].append(direct_pipelined(models, stage, blobs, batch))
         run = through_kafka(models, stage, pages, bootstrap, blob_root, batch)
         runs["kafka"].append(run.pages_per_s)
         batches["kafka"].append(run.mean_batch)
@@ -282,17 +307,22 @@ def _run(stage: Stage, n: int, batch: int, width: int, repeats: int,
         runs["kafka_b1"].append(run.pages_per_s)
         batches["kafka_b1"].append(run.mean_batch)
     ratio = [k / d for k, d in zip(runs["kafka"], runs["direct"], strict=True)]
+    ratio_pipe = [k / d for k, d in zip(runs["kafka"], runs["direct_pipe"], strict=True)]
     ratio_b1 = [k / d for k, d in zip(runs["kafka_b1"], runs["direct_b1"], strict=True)]
     batched = [k / k1 for k, k1 in zip(runs["kafka"], runs["kafka_b1"], strict=True)]
 
     title = f"{stage.value}: {n} pages, {width}px, median (min-max) of {repeats} repeats"
     table = Table("measure", "pages/s or ratio", "target", title=title)
     table.add_row(f"direct, batch {batch}", _median(runs["direct"]), "")
+    table.add_row(f"direct, batch {batch}, next batch decoded meanwhile",
+                  _median(runs["direct_pipe"]), "")  # fmt: skip
     table.add_row(f"through Kafka, max_batch {batch} (backlog)", _median(runs["kafka"]), "")
     table.add_row("  mean records per model call (backlog)", _median(batches["kafka"]), "")
     table.add_row("direct, batch 1", _median(runs["direct_b1"]), "")
     table.add_row("through Kafka, one record at a time", _median(runs["kafka_b1"]), "")
     table.add_row(f"Kafka / direct at batch {batch}", _median(ratio), ">= 0.95")
+    table.add_row(f"Kafka / direct with decode ahead at batch {batch}", _median(ratio_pipe),
+                  ">= 0.95")  # fmt: skip
     table.add_row("Kafka micro-batched / one-at-a-time", _median(batched), "")
     table.add_row("Kafka / direct at batch 1", _median(ratio_b1), "")
     trickle_pages, trickle_rate = trickle_opts
