@@ -4,10 +4,13 @@ local HTTP server (the narrow test double the standards allow for an outside end
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
+import socket
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
@@ -121,3 +124,146 @@ def test_non_public_addresses_are_refused_by_default(url):
 def test_only_http_urls_with_a_host(url):
     with pytest.raises(WebhookURLRefused, match="must be http"):
         _post(url, allow_private=True)
+
+
+# ---- hostile URLs and receivers ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://[64:ff9b::7f00:1]/x",  # NAT64 of 127.0.0.1
+        "http://[64:ff9b::a9fe:a9fe]/x",  # NAT64 of the metadata service
+        "http://[2002:7f00:1::]/x",  # 6to4 of 127.0.0.1
+        "http://[::7f00:1]/x",  # IPv4-compatible 127.0.0.1
+        "http://[::ffff:10.0.0.1]/x",  # IPv4-mapped private
+    ],
+)
+def test_ipv6_forms_of_private_ipv4_addresses_are_refused(url):
+    with pytest.raises(WebhookURLRefused, match="non-public address"):
+        _post(url)
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://" + "a" * 64 + ".example/x", "IDNA"),  # a label IDNA refuses
+        ("http://ex\u00e4mple..example/x", "IDNA"),  # an empty label, non-ASCII name
+        ("http://example.com:99999/x", "not a valid URL"),
+        ("http://[::1/x", "not a valid URL"),
+    ],
+)
+def test_malformed_urls_are_refused_with_a_reason(url, reason):
+    with pytest.raises(WebhookURLRefused, match=reason):
+        _post(url)
+
+
+class _Resolver:
+    """A resolver stub: `hook.example` answers the given addresses; other names resolve
+    as usual. Counts the look-ups of hook.example."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *addresses: str) -> None:
+        self.calls = 0
+        real = asyncio.BaseEventLoop.getaddrinfo
+
+        async def getaddrinfo(loop, host, port, *args, **kwargs):  # type: ignore[no-untyped-def]
+            if host != "hook.example":
+                return await real(loop, host, port, *args, **kwargs)
+            self.calls += 1
+            family = {True: socket.AF_INET6, False: socket.AF_INET}
+            return [(family[":" in a], socket.SOCK_STREAM, 6, "", (a, port)) for a in addresses]
+
+        monkeypatch.setattr(asyncio.BaseEventLoop, "getaddrinfo", getaddrinfo)
+
+
+def test_the_connection_goes_to_the_address_that_was_checked(receiver, monkeypatch):
+    state, url = receiver
+    port = url.split(":")[2].split("/")[0]
+    resolver = _Resolver(monkeypatch, "127.0.0.1")
+    state.statuses = [503]  # two attempts, one look-up
+    # Nothing else can resolve hook.example: only a connection to the checked address
+    # gets through.
+    assert _post(f"http://hook.example:{port}/hook", allow_private=True) == 2
+    assert resolver.calls == 1
+    assert [h["Host"] for h, _ in state.received] == [f"hook.example:{port}"] * 2
+
+
+def test_a_name_with_any_private_address_is_refused(monkeypatch):
+    # A public address first, then loopback: refused before any connection is made.
+    _Resolver(monkeypatch, "8.8.8.8", "127.0.0.1")
+    with pytest.raises(WebhookURLRefused, match=r"non-public address 127\.0\.0\.1"):
+        _post("http://hook.example/x")
+
+
+@pytest.fixture
+def raw_server() -> Iterator[Callable[[Callable[[socket.socket], None]], str]]:
+    """A TCP server on loopback running `serve(conn)` per connection, for receivers no
+    HTTP library would write: dribbling, endless, silent."""
+    servers: list[socket.socket] = []
+    stop = threading.Event()
+
+    def start(serve: Callable[[socket.socket], None]) -> str:
+        srv = socket.create_server(("127.0.0.1", 0))
+        srv.settimeout(0.2)
+        servers.append(srv)
+
+        def accept() -> None:
+            while not stop.is_set():
+                try:
+                    conn, _ = srv.accept()
+                except OSError:
+                    continue
+                threading.Thread(target=_guarded, args=(serve, conn), daemon=True).start()
+
+        threading.Thread(target=accept, daemon=True).start()
+        return f"http://127.0.0.1:{srv.getsockname()[1]}/hook"
+
+    yield start
+    stop.set()
+    for srv in servers:
+        srv.close()
+
+
+def _guarded(serve: Callable[[socket.socket], None], conn: socket.socket) -> None:
+    # OSError: the client gave up, which is what these receivers are for.
+    with conn, contextlib.suppress(OSError):
+        serve(conn)
+
+
+def _drip(conn: socket.socket) -> None:
+    conn.recv(65536)
+    for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n":  # a byte every 0.2 s
+        conn.sendall(bytes([byte]))
+        time.sleep(0.2)
+
+
+def _endless(conn: socket.socket) -> None:
+    conn.recv(65536)
+    conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        conn.sendall(b"10000\r\n" + b"x" * 0x10000 + b"\r\n")
+
+
+def _silent(conn: socket.socket) -> None:
+    conn.recv(65536)
+    time.sleep(30)
+
+
+def test_a_receiver_that_answers_a_byte_at_a_time_hits_the_attempt_deadline(raw_server):
+    url = raw_server(_drip)
+    # httpx's timeout is per read: each byte would reset it. The deadline is per attempt.
+    with pytest.raises(WebhookError, match=r"after 2 attempts, last: no answer within 0.5 s"):
+        _post(url, allow_private=True, attempts=2, timeout_s=0.5)
+
+
+def test_a_receiver_that_never_answers_hits_the_attempt_deadline(raw_server):
+    url = raw_server(_silent)
+    with pytest.raises(WebhookError, match=r"no answer within 0.5 s"):
+        _post(url, allow_private=True, attempts=2, timeout_s=0.5)
+
+
+def test_an_endless_response_body_is_not_read(raw_server):
+    url = raw_server(_endless)
+    # The status is all that counts; reading the body would never end (or exhaust memory).
+    assert _post(url, allow_private=True, attempts=1, timeout_s=5) == 1
