@@ -211,6 +211,14 @@ class AgentSettings(BaseModel):
     webhook_timeout_s: float = Field(default=10.0, gt=0)
     # One small record on docs.progress each time a page moves (`pagestream status`).
     progress_events: bool = True
+    # route and deliver take further records while the broker acknowledges the outputs
+    # of earlier ones (streams/agents/pipeline.py); at most this many per agent are
+    # taken and not yet acknowledged. 1: one record at a time.
+    max_in_flight: int = Field(default=1000, ge=1)
+    # How long the agents' producer waits to fill a batch before sending it: a few ms
+    # makes one produce request of many pipelined outputs. Adds up to that much to each
+    # hop (ingest, which sends record by record, waits it once per document).
+    producer_linger_ms: int = Field(default=5, ge=0)
 
 
 class DlqSettings(BaseModel):

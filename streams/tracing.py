@@ -52,6 +52,11 @@ def use(provider: TracerProvider | None) -> None:
     _provider = provider
 
 
+def enabled() -> bool:
+    """Whether spans are recorded (setup() or use() gave a provider)."""
+    return _provider is not None
+
+
 @contextmanager
 def hop(
     name: str,
@@ -75,6 +80,8 @@ def hop(
 
 def current_traceparent() -> str | None:
     """The traceparent of the hop span in progress, if one is being recorded."""
+    if _provider is None:  # nothing recorded: skip the context lookup (every output asks)
+        return None
     span = trace.get_current_span()
     ctx = span.get_span_context()
     if not span.is_recording() or not ctx.is_valid:

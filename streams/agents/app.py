@@ -5,19 +5,27 @@ and share the partitions: start more `pagestream agents` processes to scale. The
 logic lives in ingest.py, route.py, deliver.py and notify.py as plain objects from
 a consumed record (`streams.envelope.Origin`) to the records to send; this module
 only builds them and moves bytes. Agents are at-least-once (faust's exactly_once is
-unreliable): every send is awaited until the broker acknowledged it before the
-input counts as processed.
+unreliable): an input counts as processed (faust may commit its offset) only once the
+broker acknowledged every output. ingest awaits them record by record; route and
+deliver keep up to `agents.max_in_flight` records in flight and acknowledge their
+inputs in order as the outputs are acknowledged (pipeline.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import logging
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
+from functools import partial
+from typing import Any, cast
 
 import faust
+import uvloop
+from aiokafka.errors import KafkaError
+from faust.exceptions import ProducerSendError
 from opentelemetry.util.types import AttributeValue
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -25,10 +33,11 @@ from schemas import headers
 from streams import tracing
 from streams.agents.consumer import Transport
 from streams.agents.deliver import Deliver, Delivery
-from streams.agents.handling import RecordHandling
+from streams.agents.handling import RecordHandling, Sent, Step, Submit
 from streams.agents.ingest import Ingest
 from streams.agents.metrics import AgentMetrics
 from streams.agents.notify import WebhookNotifier
+from streams.agents.pipeline import InFlight, Window
 from streams.agents.route import Router
 from streams.agents.table import JsonTable
 from streams.blobs import BlobStore
@@ -62,23 +71,38 @@ class _DeliverStep:
         self.delivery = self._deliver.handle(origin, self._pages)
         return self.delivery.emits
 
-    async def finish(self, origin: Origin, emits: list[Outgoing]) -> None:
-        """Webhooks, then the documents marked ended; only when the step's own outputs
-        went out (not a dead letter instead)."""
+    def take(self) -> Delivery | None:
+        """The Delivery of the record just handled (the agent takes one record at a time)."""
         delivery, self.delivery = self.delivery, None
+        return delivery
+
+    async def finish(
+        self,
+        origin: Origin,
+        delivery: Delivery | None,
+        emits: list[Outgoing],
+        context: contextvars.Context,
+    ) -> None:
+        """Webhooks, then the documents marked ended; only when the step's own outputs
+        went out (not a dead letter instead). The table writes run in `context`, the
+        one the record was taken in (see pipeline.py)."""
         if delivery is None or emits != delivery.emits:
             return
         for call in delivery.webhooks:
             await self._notify(origin, call)
-        self._deliver.mark_ended(origin.partition, delivery, self._pages)
+        context.run(self._deliver.mark_ended, origin.partition, delivery, self._pages)
         self._metrics.ended(delivery.outcomes)
+
+
+TICK = headers.TICK_SCHEMA
+_NONE: frozenset[bytes] = frozenset()
 
 
 def _hop(name: str, origin: Origin) -> AbstractContextManager[object]:
     """The hop's trace span (streams/tracing.py); none for deliver's ticks, which belong
     to no document."""
-    if origin.header(headers.SCHEMA) == headers.TICK_SCHEMA:
-        return nullcontext()
+    if not tracing.enabled() or origin.header(headers.SCHEMA) == headers.TICK_SCHEMA:
+        return nullcontext()  # and no attributes built for a span that is not recorded
     attributes: dict[str, AttributeValue] = {
         "messaging.destination.name": origin.topic,
         "messaging.kafka.partition": origin.partition,
@@ -86,6 +110,90 @@ def _hop(name: str, origin: Origin) -> AbstractContextManager[object]:
         "pagestream.doc_id": (origin.key or b"").decode(errors="replace"),
     }
     return tracing.hop(name, origin.header(headers.TRACEPARENT), attributes=attributes)
+
+
+def _submitter(app: faust.App) -> Submit:
+    async def submit(emits: list[Outgoing]) -> list[asyncio.Future[Any]]:
+        # Straight to faust's producer (app.send adds a FutureMessage, sensors and a
+        # debug line per record); the futures are the broker's acknowledgements.
+        producer = await app.maybe_start_producer()
+        try:
+            return [
+                await producer.send(e.topic, e.key, e.value, e.partition, None, e.headers)
+                for e in emits
+            ]
+        except ProducerSendError as exc:
+            # faust wraps the client's errors; a KafkaError is the world's (retried).
+            if isinstance(exc.__cause__, KafkaError):
+                raise exc.__cause__ from None
+            raise
+
+    return submit
+
+
+class _Pipelined:
+    """route's and deliver's loops: records taken while earlier outputs are on their
+    way, inputs acknowledged in order once their outputs are (pipeline.py)."""
+
+    def __init__(self, handling: RecordHandling, metrics: AgentMetrics, limit: int) -> None:
+        self._handling = handling
+        self._metrics = metrics
+        self._limit = limit
+
+    async def _settle(self, stage: str, origin: Origin, sent: Sent, started: float) -> None:
+        emits = await self._handling.settle(stage, origin, sent)
+        self._metrics.record(stage, emits, time.perf_counter() - started)
+
+    async def route(self, stream: faust.StreamT[Any], step: Step) -> AsyncIterator[None]:
+        manual = cast(faust.Stream[Any], stream).noack()  # the window acknowledges
+        window = Window("route", manual.ack, self._limit)
+        try:
+            async for event in manual.events():
+                started = time.perf_counter()
+                origin = Origin.from_faust_event(event)
+                with _hop("route", origin):
+                    sent = await self._handling.start("route", origin, step)
+                await window.put(InFlight(event, partial(self._settle, "route", origin, sent,
+                                                         started)))  # fmt: skip
+                yield None
+        finally:
+            window.close()
+
+    async def _settle_delivery(
+        self,
+        step: _DeliverStep,
+        origin: Origin,
+        sent: Sent,
+        delivery: Delivery | None,
+        context: contextvars.Context,
+        started: float,
+    ) -> None:
+        emits = await self._handling.settle("deliver", origin, sent)
+        self._metrics.record("deliver", emits, time.perf_counter() - started)
+        await step.finish(origin, delivery, emits, context)
+
+    async def deliver(self, stream: faust.StreamT[Any], step: _DeliverStep) -> AsyncIterator[None]:
+        manual = cast(faust.Stream[Any], stream).noack()  # the window acknowledges
+        window = Window("deliver", manual.ack, self._limit)
+        try:
+            async for event in manual.events():
+                started = time.perf_counter()
+                origin = Origin.from_faust_event(event)
+                # A tick reads the whole table, and a page of a document whose end is in
+                # flight (not marked yet) would end it again: both wait for the window.
+                if window.holds(origin.key) or origin.header(headers.SCHEMA) == TICK:
+                    await window.drain()
+                with _hop("deliver", origin):
+                    sent = await self._handling.start("deliver", origin, step)
+                    delivery = step.take()
+                    context = contextvars.copy_context()  # faust's current event: this one
+                ends = frozenset(d.encode() for d in delivery.completed) if delivery else _NONE
+                then = partial(self._settle_delivery, step, origin, sent, delivery, context,
+                               started)  # fmt: skip
+                await window.put(InFlight(event, then, ends))
+                yield None
+        finally:
+            window.close()
 
 
 def _faust_app(settings: Settings) -> faust.App:
@@ -100,6 +208,10 @@ def _faust_app(settings: Settings) -> faust.App:
         value_serializer="raw",
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
+        # route and deliver send without waiting (pipeline.py): a few ms of linger
+        # gathers their outputs into one produce request instead of a request (a socket
+        # write on each side, and broker work) for every few records.
+        producer_linger_ms=agents.producer_linger_ms,
         producer_max_request_size=settings.kafka.max_record_bytes,
         broker_session_timeout=agents.session_timeout_s,
         broker_heartbeat_interval=agents.heartbeat_interval_s,
@@ -150,17 +262,13 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
         )
     )
 
-    async def send_all(emits: Iterable[Outgoing]) -> None:
-        pending = [
-            await app.send(
-                e.topic, key=e.key, value=e.value, partition=e.partition, headers=e.headers
-            )
-            for e in emits
-        ]
-        # Acknowledged by the broker before the input's offset may be committed.
-        await asyncio.gather(*pending)
+    submit = _submitter(app)
 
-    handling = RecordHandling(send_all, dlq_topic=topo.name(DLQ), group=app_id,
+    async def send_all(emits: list[Outgoing]) -> None:
+        # Acknowledged by the broker before the input's offset may be committed.
+        await asyncio.gather(*await submit(emits))
+
+    handling = RecordHandling(send_all, submit=submit, dlq_topic=topo.name(DLQ), group=app_id,
                               max_record_bytes=settings.kafka.max_record_bytes)  # fmt: skip
 
     notify = WebhookNotifier(settings.agents, metrics, handling.send, group=app_id)
@@ -185,27 +293,18 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
                 await notify(origin, failed)
             yield None
 
+    pipelined = _Pipelined(handling, metrics, agents.max_in_flight)
+
     @app.agent(facts_topic, name="route")
     async def route_agent(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
-        async for event in stream.events():
-            started = time.perf_counter()
-            origin = Origin.from_faust_event(event)
-            with _hop("route", origin):
-                emits = await handling.run("route", origin, route_step)
-            metrics.record("route", emits, time.perf_counter() - started)
+        async for _ in pipelined.route(stream, route_step):
             yield None
 
     deliver_step = _DeliverStep(deliver, pages, notify, metrics)
 
     @app.agent(done_topic, name="deliver")
     async def deliver_agent(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
-        async for event in stream.events():
-            started = time.perf_counter()
-            origin = Origin.from_faust_event(event)
-            with _hop("deliver", origin):
-                emits = await handling.run("deliver", origin, deliver_step)
-                metrics.record("deliver", emits, time.perf_counter() - started)
-                await deliver_step.finish(origin, emits)
+        async for _ in pipelined.deliver(stream, deliver_step):
             yield None
 
     @app.timer(interval=agents.tick_interval_s, on_leader=True)  # type: ignore[untyped-decorator]
@@ -224,8 +323,21 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
     return app
 
 
+class _Worker(faust.Worker):
+    """faust's worker without its start-up spinner: to spin on every log line, faust
+    sets the root logger to DEBUG for good, so every debug line of aiokafka and faust
+    (several per record sent) was formatted and then dropped by the handlers."""
+
+    def _setup_spinner_handler(self, logger: logging.Logger, level: int) -> None:
+        pass
+
+
 def run_worker(settings: Settings, loglevel: str = "WARNING") -> None:
+    # uvloop's event loop (libuv, in C) costs the agents a fraction of asyncio's per
+    # callback, future and socket write: route and deliver run several per record. Also
+    # the loop faust's consumer thread creates.
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     tracing.setup(settings.tracing, "pagestream-agents")
     app = build_app(settings)
-    worker = faust.Worker(app, loglevel=loglevel, redirect_stdouts=False)
+    worker = _Worker(app, loglevel=loglevel, redirect_stdouts=False)
     worker.execute_from_commandline()

@@ -173,10 +173,11 @@ class Deliver:
 
     def _end(self, doc_id: str, states: list[PageState], origin: Origin, step: str,
              missing_reason: str = "", cause: str = "pages") -> Delivery:  # fmt: skip
-        result = self._claim_checked(self.result(states, missing_reason))
+        result, value = self._claim_checked(self.result(states, missing_reason))
         log.info("deliver: doc %s %s, %d of %d pages", doc_id, result.status, len(states),
                  result.page_count)  # fmt: skip
-        emit = next_record(self.topology.name(RESULTS), doc_id, result, origin, step)
+        emit = next_record(self.topology.name(RESULTS), doc_id, result, origin, step,
+                           value=value)  # fmt: skip
         emits = [emit]
         if self.progress:
             emits.append(progress.document_ended(self.topology, result, origin))
@@ -187,26 +188,29 @@ class Deliver:
             unfinished[doc_id] = Unfinished(states, missing_reason)
         return Delivery(emits, hooks, [doc_id], unfinished, [(result.status, cause)])
 
-    def _claim_checked(self, result: DocumentResult) -> DocumentResult:
+    def _claim_checked(self, result: DocumentResult) -> tuple[DocumentResult, bytes]:
         """`result`, its pages (then its Markdown) moved to the blob store if it would
         not fit in a record (a long OCR'd document): the record keeps the summary and
-        references."""
-        if self.blobs is None or self.max_record_bytes is None or self._fits(result):
-            return result
+        references; and its encoding (measured here, so encoded once)."""
+        value = encode(result)
+        if self.blobs is None or self.max_record_bytes is None or self._fits(value):
+            return result, value
         pages = json.dumps([p.model_dump(mode="json") for p in result.pages]).encode()
         result = result.model_copy(
             update={"pages": [], "pages_ref": self._store(pages, "application/json")}
         )
         log.info("deliver: doc %s pages moved to the blob store (%d bytes)", result.doc_id,
                  len(pages))  # fmt: skip
-        if result.markdown is not None and not self._fits(result):
+        value = encode(result)
+        if result.markdown is not None and not self._fits(value):
             ref = self._store(result.markdown.encode(), "text/markdown")
             result = result.model_copy(update={"markdown": None, "markdown_ref": ref})
-        return result
+            value = encode(result)
+        return result, value
 
-    def _fits(self, result: DocumentResult) -> bool:
+    def _fits(self, value: bytes) -> bool:
         assert self.max_record_bytes is not None  # noqa: S101 - checked by the caller
-        return len(encode(result)) + RECORD_OVERHEAD_BYTES * 4 <= self.max_record_bytes
+        return len(value) + RECORD_OVERHEAD_BYTES * 4 <= self.max_record_bytes
 
     def _store(self, data: bytes, media_type: str) -> BlobRef:
         assert self.blobs is not None  # noqa: S101 - checked by the caller

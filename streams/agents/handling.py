@@ -14,12 +14,20 @@ by the broker:
 - the record's fault (anything else the step raises, an output over the record size
   limit, a record the broker refuses as too large): the record goes to docs.dlq with
   the reason, its value dropped (and a header saying so) if it would not fit.
+
+route and deliver pipeline their records (streams/agents/pipeline.py): `start` runs the
+step and hands its outputs to the producer without waiting, `settle` later waits for
+their acknowledgements with the same rules as `run` (a world error re-sends the same
+outputs until they are acknowledged; a refusal as too large sends the dead letter).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
 
 from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential
@@ -34,6 +42,16 @@ WORLD_ERRORS: tuple[type[BaseException], ...] = (BlobStoreUnavailableError, Kafk
 
 Step = Callable[[Origin], Awaitable[list[Outgoing]]]
 Send = Callable[[list[Outgoing]], Awaitable[None]]
+# Hands outputs to the producer; one future per output, done when the broker acknowledged it.
+Submit = Callable[[list[Outgoing]], Awaitable[list[asyncio.Future[Any]]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """A record's outputs handed to the producer, and their acknowledgements to come."""
+
+    outputs: list[Outgoing]
+    acks: list[asyncio.Future[Any]]
 
 
 class OutputTooLargeError(ValueError):
@@ -45,6 +63,7 @@ class RecordHandling:
         self,
         send: Send,
         *,
+        submit: Submit | None = None,
         dlq_topic: str,
         group: str,
         max_record_bytes: int,
@@ -52,9 +71,11 @@ class RecordHandling:
         retry_max_s: float = 30.0,
     ) -> None:
         self._send = send
+        self._submit = submit
         self._dlq_topic = dlq_topic
         self._group = group
         self._max_record_bytes = max_record_bytes
+        self._retry_initial_s = retry_initial_s
         self._wait = wait_exponential(multiplier=retry_initial_s, max=retry_max_s)
 
     async def send(self, outputs: list[Outgoing]) -> None:
@@ -82,6 +103,60 @@ class RecordHandling:
                     await self._send(outputs)
                 except MessageSizeTooLargeError as exc:
                     # The broker's limit is below ours: the record's fault, not the world's.
+                    outputs = [self._dead_letter(stage, origin, exc, max_bytes=0)]
+                    await self._send(outputs)
+                return outputs
+        raise AssertionError("unreachable: tenacity retries until success")  # pragma: no cover
+
+    async def start(self, stage: str, origin: Origin, step: Step) -> Sent:
+        """`step(origin)`'s outputs (or a dead letter of `origin`) handed to the producer,
+        unacknowledged: `settle` waits for them. The step's world errors, and the
+        producer's refusal to take a record (it cannot reach the cluster), are retried
+        here as in `run`."""
+        assert self._submit is not None, "start needs a submit"  # noqa: S101
+        try:  # the usual case, without the cost of setting up tenacity for every record
+            outputs = await self._outputs(stage, origin, step)
+            return Sent(outputs, await self._submit(outputs))
+        except WORLD_ERRORS as exc:
+            _log_retry(stage, origin, _Failed(exc))
+            await asyncio.sleep(self._retry_initial_s)  # then tenacity's backoff
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception_type(WORLD_ERRORS),
+            wait=self._wait,
+            before_sleep=lambda state: _log_retry(stage, origin, state.outcome),
+            reraise=True,
+        ):
+            with attempt:
+                outputs = await self._outputs(stage, origin, step)
+                return Sent(outputs, await self._submit(outputs))
+        raise AssertionError("unreachable: tenacity retries until success")  # pragma: no cover
+
+    async def settle(self, stage: str, origin: Origin, sent: Sent) -> list[Outgoing]:
+        """The outputs `start` handed over once the broker acknowledged all of them (or
+        the dead letter sent instead, when the broker refused one as too large)."""
+        try:
+            for ack in sent.acks:
+                await ack
+            return sent.outputs
+        except MessageSizeTooLargeError as exc:
+            # The broker's limit is below ours: the record's fault, not the world's.
+            outputs = [self._dead_letter(stage, origin, exc, max_bytes=0)]
+        except WORLD_ERRORS as exc:
+            # The same outputs again (not the step again: it ran, and deliver's step
+            # changed its table), as long as it takes; byte-identical, so a copy the
+            # broker kept after all is a duplicate downstream dedupe absorbs.
+            _log_retry(stage, origin, _Failed(exc))
+            outputs = sent.outputs
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception_type(WORLD_ERRORS),
+            wait=self._wait,
+            before_sleep=lambda state: _log_retry(stage, origin, state.outcome),
+            reraise=True,
+        ):
+            with attempt:
+                try:
+                    await self._send(outputs)
+                except MessageSizeTooLargeError as exc:
                     outputs = [self._dead_letter(stage, origin, exc, max_bytes=0)]
                     await self._send(outputs)
                 return outputs
@@ -127,6 +202,16 @@ class RecordHandling:
             exc=exc,
             max_bytes=self._max_record_bytes if max_bytes is None else max_bytes,
         )
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """An exception in the shape _log_retry reads from tenacity's outcome."""
+
+    error: BaseException
+
+    def exception(self) -> BaseException:
+        return self.error
 
 
 def _log_retry(stage: str, origin: Origin | None, outcome: object) -> None:

@@ -1,0 +1,118 @@
+"""route keeps records in flight (streams/agents/pipeline.py): while one record's output
+fails with a world error, later records of the same partition go through, but the
+group's committed offset never passes the failing one. Killed then, the worker loses
+nothing: its successor takes the partition from that record on, retries the failing
+send while it still fails, and commits past it only once it is acknowledged."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+from PIL import Image
+
+from schemas import Operation, PageState, Stage, encode
+from schemas.pages import OrientationResult
+from streams import kafka
+from streams.lag import group_lag
+from streams.settings import Settings
+from streams.topics import GPU_CLASSIFY, GPU_OCR, ORIENTED, Topology
+from tests.support import agents as support
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+BEFORE, AFTER = 10, 40  # records routed to gpu.classify before and after the failing one
+REFUSING = Path(__file__).parents[2] / "support" / "refused_sends"  # its sitecustomize.py
+
+
+def _oriented(make_page, doc_id: str, operation: Operation) -> PageState:
+    page: PageState = make_page(Image.new("RGB", (32, 32), "white"), doc_id=doc_id,
+                                operation=operation)  # fmt: skip
+    orientation = OrientationResult.for_rotation(0, 0.99)
+    return page.model_copy(update={"last_stage": Stage.orient, "orientation": orientation})
+
+
+def _count(admin: AdminClient, topic: str, partitions: int) -> int:
+    futures = admin.list_offsets(
+        {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)},
+        request_timeout=30,
+    )
+    return sum(f.result().offset for f in futures.values())
+
+
+def _committed(admin: AdminClient, group: str, topic: str) -> int | None:
+    try:
+        lag = group_lag(admin, group)
+    except Exception:  # the group does not exist yet
+        return None
+    return next((p.committed for p in lag.partitions
+                 if p.topic == topic and p.partition == 0), None)  # fmt: skip
+
+
+def _wait(done: Callable[[], bool], worker: support.Worker, what: str) -> None:
+    deadline = time.monotonic() + 120
+    while not done():
+        assert worker.poll() is None, worker.tail()
+        assert time.monotonic() < deadline, f"not {what}\n{worker.tail()}"
+        time.sleep(0.2)
+
+
+def test_a_failing_output_holds_back_the_commit_of_later_records_and_nothing_is_lost(
+    cli_env: Settings, topology: Topology, make_page, tmp_path: Path, monkeypatch
+) -> None:
+    settings = cli_env
+    flag = tmp_path / "refuse"
+    # The workers' sends to gpu.ocr fail (NOT_ENOUGH_REPLICAS) while `flag` exists.
+    monkeypatch.setenv("PAGESTREAM_TEST_REFUSE_FLAG", str(flag))
+    monkeypatch.setenv("PAGESTREAM_TEST_REFUSE_TOPIC", GPU_OCR.base)
+    path = [str(REFUSING), *filter(None, [os.environ.get("PYTHONPATH")])]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(path))
+    admin = kafka.admin(settings.kafka)
+    facts, classify, ocr = (topology.name(t) for t in (ORIENTED, GPU_CLASSIFY, GPU_OCR))
+    group = topology.agents_app
+    pages = [_oriented(make_page, f"pipe-{i:03d}", Operation.classify) for i in range(BEFORE)]
+    pages.append(_oriented(make_page, "pipe-failing", Operation.ocr))  # routed to gpu.ocr
+    pages += [_oriented(make_page, f"pipe-{i:03d}", Operation.classify)
+              for i in range(BEFORE, BEFORE + AFTER)]  # fmt: skip
+    producer = kafka.producer(settings.kafka)
+    for page in pages:  # one partition: offsets 0..50, the failing one at BEFORE
+        producer.produce(facts, encode(page), page.doc_id.encode(), partition=0)
+    assert producer.flush(30) == 0
+    flag.touch()
+
+    worker = support.start_worker(tmp_path / "first.log")
+    try:
+        _wait(lambda: _count(admin, classify, GPU_CLASSIFY.partitions) >= BEFORE + AFTER,
+              worker, "later records routed")  # fmt: skip
+        # The later records' outputs are acknowledged; several commit intervals (faust's
+        # is 2.8 s) pass with the failing record still retried.
+        time.sleep(8)
+        assert "will be retried: NotEnoughReplicasError" in worker.tail(10**6), worker.tail()
+        committed = _committed(admin, group, facts)
+        assert committed is None or committed <= BEFORE, committed
+        assert _count(admin, ocr, GPU_OCR.partitions) == 0
+        worker.kill()
+    finally:
+        worker.stop()
+
+    successor = support.start_worker(tmp_path / "second.log")
+    try:
+        # From the failing record on (at most: nothing after it was committed) again.
+        _wait(lambda: _count(admin, classify, GPU_CLASSIFY.partitions) >= BEFORE + 2 * AFTER,
+              successor, "routed again")  # fmt: skip
+        time.sleep(4)
+        committed = _committed(admin, group, facts)
+        assert committed is None or committed <= BEFORE, committed
+        flag.unlink()  # the world is back: the send retried in place goes through
+        _wait(lambda: _committed(admin, group, facts) == len(pages), successor, "committed")
+    finally:
+        successor.stop()
+    # Nothing lost: the failing page reached gpu.ocr once it could, every other one
+    # gpu.classify (those from the failing one on twice: at-least-once).
+    assert _count(admin, ocr, GPU_OCR.partitions) == 1
+    assert _count(admin, classify, GPU_CLASSIFY.partitions) >= BEFORE + 2 * AFTER
