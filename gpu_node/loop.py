@@ -114,6 +114,8 @@ class GpuNode:
 
         self.order = OffsetOrder()
         self.assigned: set[TopicPartitionKey] = set()
+        # Partitions revoked or lost during the current consume() call (see _consume).
+        self._churned: set[TopicPartitionKey] = set()
         # Partitions paused after the world failed one of their records (the blob store
         # was unavailable), with the monotonic time at which to try again.
         self.retry_at: dict[TopicPartitionKey, float] = {}
@@ -231,6 +233,8 @@ class GpuNode:
                 wait_s = min(max_wait_s, _BUSY_POLL_S)  # the model is busy anyway
             elif self.extractions.ready():
                 wait_s = 0.0
+            elif self.extractions.busy:
+                wait_s = min(max_wait_s, _BUSY_POLL_S)  # a finished one commits soon
             else:
                 wait_s = max_wait_s
             self._admit(self._take(wait_s))
@@ -262,12 +266,25 @@ class GpuNode:
         and an idle one answers a single page without waiting.
         """
         limit = self.settings.max_batch
-        batch = self._consumer.consume(limit, 0)
+        batch = self._consume(limit, 0)
         if not batch and wait_s > 0:
-            batch = self._consumer.consume(1, wait_s)
+            batch = self._consume(1, wait_s)
             if batch and limit > 1:
-                batch += self._consumer.consume(limit - 1, self.settings.linger_ms / 1000)
+                batch = self._consume(limit - 1, self.settings.linger_ms / 1000, held=batch)
         return batch
+
+    def _consume(
+        self, limit: int, wait_s: float, held: list[Message] | None = None
+    ) -> list[Message]:
+        """consume(), keeping of `held` (records of an earlier call) only those whose
+        partition stayed assigned throughout: a partition revoked and given back inside
+        this call is fetched again from its committed offset, and a held record of it
+        would take a second slot for the same offset."""
+        self._churned.clear()
+        got = self._consumer.consume(limit, wait_s)
+        if held and self._churned:
+            held = [m for m in held if (m.topic(), m.partition()) not in self._churned]
+        return [*(held or ()), *got]
 
     def _admit(self, messages: Sequence[Message]) -> None:
         sync: list[Task] = []
@@ -481,6 +498,7 @@ class GpuNode:
 
     def _forget(self, partitions: list[TopicPartition], why: str) -> None:
         gone = {(tp.topic, tp.partition) for tp in partitions}
+        self._churned |= gone
         dropped = self.order.drop(gone)
         self.assigned -= gone
         self.extractions.forget(gone)

@@ -4,8 +4,8 @@
 small CNN forward pass per page) and keeps its answer when the calibrated
 confidence reaches `min_confidence`; the other pages go to `Orienter`, the
 text-based method below, which is two orders of magnitude slower but reads
-the page. The more confident of the two answers wins, and the result says
-which method decided (`OrientationResult.method`).
+the page, and its answer stands. The result says which method decided
+(`OrientationResult.method`).
 
 The text-based method: detect once, read a few lines. Reading the whole page
 under four rotations would cost four full OCR passes. Instead, per page:
@@ -191,10 +191,12 @@ class PageOrienter:
         results = self.model.orient(images, batch_size=max(1, len(images)))
         doubtful = [i for i, r in enumerate(results) if r.confidence < self.min_confidence]
         if doubtful:
+            # The text method decides these: its confidence (a margin between angles) and
+            # the model's calibrated probability are on different scales, so comparing
+            # them would pick a winner at random.
             read = self._text().detect([images[i] for i in doubtful])
             for i, by_text in zip(doubtful, read, strict=True):
-                if by_text.confidence >= results[i].confidence:
-                    results[i] = by_text
+                results[i] = by_text
         log.debug("orientation: %d pages, %d doubtful", len(images), len(doubtful))
         return results
 

@@ -18,9 +18,9 @@ import hashlib
 import hmac
 import ipaddress
 import socket
+import ssl
 import time
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from tenacity import (
@@ -64,23 +64,52 @@ def signature(secret: bytes, timestamp: str, body: bytes) -> str:
 
 @dataclass(frozen=True)
 class Target:
-    """Where a POST goes: the address that was checked, and the name it was checked for.
+    """Where a POST goes: addresses that were checked, and the name they were checked for.
 
-    The request is sent to `url` (the address itself, so nothing resolves the name a
-    second time: a name that answers a public address to the check and 127.0.0.1 to
-    the connection, DNS rebinding, reaches only what was checked) with the original
-    name in the Host header and, for https, as the TLS server name (SNI and the
-    certificate check)."""
+    Each request is sent to one of `addresses` (nothing resolves the name again between
+    the check and the connection, so a name that answers a public address to the check
+    and 127.0.0.1 to the connection, DNS rebinding, reaches only what was checked), with
+    the original name in the Host header and, for https, as the TLS server name (SNI and
+    the certificate check)."""
 
-    url: str
-    host: str  # the Host header: the name as given (IDNA-encoded) and its port
-    sni_hostname: str | None  # https to a name; None for http or an address literal
+    url: httpx.URL  # as given, parsed (IDNA 2008, as httpx and browsers encode names)
+    addresses: tuple[IPAddress, ...]
+    port: int
 
+    def request_url(self, address: IPAddress) -> httpx.URL:
+        return self.url.copy_with(host=str(address), port=self.port)
+
+    @property
+    def host_header(self) -> str:
+        host = self.url.raw_host.decode("ascii")
+        host = f"[{host}]" if ":" in host else host
+        return host if self.url.port is None else f"{host}:{self.url.port}"
+
+    @property
+    def sni_hostname(self) -> str | None:
+        """The name TLS asks for and verifies; None for http and for address literals."""
+        host = self.url.raw_host.decode("ascii").rstrip(".")
+        if self.url.scheme != "https" or _literal(host) is not None:
+            return None
+        return host
+
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 # IPv6 forms that carry an IPv4 address, which is what the connection reaches:
 # NAT64 (RFC 6052 well-known prefix) and the deprecated IPv4-compatible ::a.b.c.d.
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+# NAT64 for local use (RFC 8215): translates to whatever the operator's network holds.
+# Python before 3.11.10/3.12.4 calls it global.
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
+
+
+def _literal(host: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None
 
 
 def _embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
@@ -92,11 +121,13 @@ def _embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address
     return embedded
 
 
-def is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    """Globally routable, and so is every IPv4 address it translates to."""
-    if not address.is_global:
+def is_public(address: IPAddress) -> bool:
+    """Globally routable unicast, and so is every IPv4 address it translates to."""
+    if not address.is_global or address.is_multicast:
         return False
     if isinstance(address, ipaddress.IPv6Address):
+        if address in _NAT64_LOCAL:
+            return False
         return all(a.is_global for a in _embedded_ipv4(address))
     return True
 
@@ -106,42 +137,42 @@ def _refused(reason: str) -> WebhookURLRefused:
     return WebhookURLRefused(f"webhook URL refused: {reason}")
 
 
-async def resolve(url: str, *, allow_private: bool) -> Target:
-    """Check the URL, resolve its host once, check every address; the Target to POST to."""
+def parse(url: str) -> httpx.URL:
+    """The URL as httpx would read it, or a refusal naming what is wrong with it."""
     try:
-        parts = urlsplit(url)
-        port = parts.port
-        hostname = parts.hostname
-    except ValueError as exc:  # bad brackets, a port out of range, ...
-        raise _refused(f"not a valid URL ({exc.__class__.__name__})") from None
-    if parts.scheme not in {"http", "https"} or not hostname:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError) as exc:  # idna.IDNAError is a UnicodeError
+        what = "host name (IDNA)" if isinstance(exc, UnicodeError) or "IDNA" in str(exc) else "URL"
+        raise _refused(f"not a valid {what}") from None
+    if parsed.scheme not in {"http", "https"} or not parsed.raw_host:
         raise WebhookURLRefused(
-            f"webhook URL must be http(s) with a host, got scheme {parts.scheme!r}"
+            f"webhook URL must be http(s) with a host, got scheme {parsed.scheme!r}"
         )
-    port = port or (443 if parts.scheme == "https" else 80)
-    literal: ipaddress.IPv4Address | ipaddress.IPv6Address | None
-    try:
-        literal = ipaddress.ip_address(hostname)
-    except ValueError:
-        literal = None
+    if parsed.port is not None and not 0 < parsed.port < 65536:
+        raise _refused(f"port {parsed.port} is out of range")
+    return parsed
+
+
+async def resolve(url: str, *, allow_private: bool) -> Target:
+    """Check the URL, resolve its host, check every address it resolves to."""
+    parsed = parse(url)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    host = parsed.raw_host.decode("ascii")
+    literal = _literal(host.split("%")[0])
     if literal is not None:
-        ascii_host, addresses = str(literal), [literal]
+        addresses: list[IPAddress] = [literal]
     else:
         try:
-            ascii_host = hostname.encode("idna").decode("ascii")
-        except UnicodeError:
-            raise _refused("the host name is not a valid (IDNA) name") from None
-        try:
             infos = await asyncio.get_running_loop().getaddrinfo(
-                ascii_host, port, type=socket.SOCK_STREAM
+                host, port, type=socket.SOCK_STREAM
             )
         except UnicodeError:
-            raise _refused("the host name is not a valid (IDNA) name") from None
-        except OSError as exc:
-            raise WebhookError(f"webhook host does not resolve: {exc.__class__.__name__}") from None
+            raise _refused("not a valid host name (IDNA)") from None
+        except OSError as exc:  # the resolver failed or the name does not exist: retried
+            raise _Retryable(f"host does not resolve ({exc.__class__.__name__})") from None
         addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
         if not addresses:
-            raise WebhookError("webhook host does not resolve: no address")
+            raise _Retryable("host does not resolve (no address)")
     if not allow_private:
         for address in addresses:
             if not is_public(address):
@@ -149,16 +180,7 @@ async def resolve(url: str, *, allow_private: bool) -> Target:
                     f"webhook host resolves to non-public address {address} "
                     "(set PAGESTREAM_AGENTS__WEBHOOK_ALLOW_PRIVATE to allow)"
                 )
-    chosen = addresses[0]
-    at = f"[{chosen}]" if chosen.version == 6 else str(chosen)
-    userinfo = parts.netloc.rpartition("@")[0]
-    netloc = f"{userinfo}@{at}:{port}" if userinfo else f"{at}:{port}"
-    shown = f"[{ascii_host}]" if literal is not None and literal.version == 6 else ascii_host
-    return Target(
-        url=urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, "")),
-        host=shown if parts.port is None else f"{shown}:{parts.port}",
-        sni_hostname=ascii_host if parts.scheme == "https" and literal is None else None,
-    )
+    return Target(parsed, tuple(dict.fromkeys(addresses)), port)
 
 
 async def post(
@@ -166,13 +188,16 @@ async def post(
 ) -> int:
     """POST until a 2xx; 4xx other than 408/429 fail at once. Returns the attempts used.
 
-    The host is resolved and checked once, and every attempt connects to that address.
-    Each attempt has one deadline for everything (connect, send, the response's status
-    and headers): httpx's own timeouts are per operation, so a receiver answering a byte
-    at a time would never trip them. The response body is never read: a receiver that
-    sends an endless one costs nothing."""
-    target = await resolve(url, allow_private=policy.allow_private)
-    extensions = {"sni_hostname": target.sni_hostname} if target.sni_hostname else {}
+    Each attempt resolves the host, checks every address, and connects only to a
+    checked one (the next on a connection failure). It has one deadline for all of it
+    (resolving, connecting, sending, the response's status and headers): httpx's own
+    timeouts are per operation, so a receiver answering a byte at a time would never
+    trip them. The response body is never read (a receiver that sends an endless one
+    costs nothing) and the connection is closed after each POST: a pooled connection
+    to an address could otherwise be reused for another name on it without checking
+    that name's certificate. `client` must not use proxies from the environment
+    (trust_env=False): a proxy would be asked for the address, not the name."""
+    parse(url)  # a malformed URL is refused before any attempt
     attempts = 0
     try:
         async for attempt in AsyncRetrying(
@@ -185,33 +210,63 @@ async def post(
         ):
             with attempt:
                 attempts += 1
-                timestamp = str(int(time.time()))
-                request = client.build_request(
-                    "POST",
-                    target.url,
-                    content=body,
-                    timeout=policy.timeout_s,
-                    extensions=extensions,
-                    headers={
-                        "Host": target.host,
-                        "Content-Type": "application/json",
-                        SIGNATURE_HEADER: signature(policy.secret, timestamp, body),
-                        TIMESTAMP_HEADER: timestamp,
-                        IDEMPOTENCY_HEADER: idempotency_key,
-                    },
-                )
                 try:
                     async with asyncio.timeout(policy.timeout_s):
-                        response = await client.send(request, stream=True)
-                        await response.aclose()  # the body is not read
+                        target = await resolve(url, allow_private=policy.allow_private)
+                        status = await _post_once(client, target, body, idempotency_key, policy)
                 except TimeoutError:
                     raise _Retryable(f"no answer within {policy.timeout_s:g} s") from None
-                except httpx.HTTPError as exc:
-                    raise _Retryable(f"{type(exc).__name__}") from exc
-                if response.status_code in (408, 429) or response.status_code >= 500:
-                    raise _Retryable(f"HTTP {response.status_code}")
-                if response.status_code >= 300:
-                    raise WebhookError(f"webhook answered HTTP {response.status_code}")
+                if status in (408, 429) or status >= 500:
+                    raise _Retryable(f"HTTP {status}")
+                if status >= 300:
+                    raise WebhookError(f"webhook answered HTTP {status}")
     except _Retryable as exc:
         raise WebhookError(f"webhook failed after {attempts} attempts, last: {exc}") from None
     return attempts
+
+
+async def _post_once(
+    client: httpx.AsyncClient, target: Target, body: bytes, key: str, policy: WebhookPolicy
+) -> int:
+    """One POST to the first checked address that accepts a connection: its status."""
+    timestamp = str(int(time.time()))
+    sni = target.sni_hostname
+    failure: Exception | None = None
+    for address in target.addresses:
+        request = client.build_request(
+            "POST",
+            target.request_url(address),
+            content=body,
+            timeout=policy.timeout_s,
+            extensions={"sni_hostname": sni} if sni else {},
+            headers={
+                "Host": target.host_header,
+                "Connection": "close",
+                "Content-Type": "application/json",
+                SIGNATURE_HEADER: signature(policy.secret, timestamp, body),
+                TIMESTAMP_HEADER: timestamp,
+                IDEMPOTENCY_HEADER: key,
+            },
+        )
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.ConnectError as exc:
+            if _caused_by(exc, ssl.SSLCertVerificationError):
+                # The receiver's certificate is wrong: trying again will not fix it.
+                raise WebhookError("webhook TLS certificate verification failed") from None
+            failure = exc
+            continue  # the next checked address
+        except httpx.HTTPError as exc:
+            raise _Retryable(type(exc).__name__) from exc
+        await response.aclose()  # the body is not read
+        return response.status_code
+    raise _Retryable(f"{type(failure).__name__} to every address")
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, kind):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

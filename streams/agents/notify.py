@@ -48,7 +48,9 @@ class WebhookNotifier:
                     "a callback was given but PAGESTREAM_AGENTS__WEBHOOK_SECRET is not set"
                 )
             if self._client is None:
-                self._client = httpx.AsyncClient()  # pooled, created on the agent's loop
+                # Created on the agent's loop. No proxies from the environment: webhook.post
+                # connects to checked addresses, and a proxy would be handed the address.
+                self._client = httpx.AsyncClient(trust_env=False)
             key, policy = call.idempotency_key, self._policy
             # Child of the result's record: the trace ends with the callback.
             result = call.result_emit

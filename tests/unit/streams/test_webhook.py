@@ -23,6 +23,7 @@ from streams.webhook import (
     WebhookError,
     WebhookPolicy,
     WebhookURLRefused,
+    parse,
     post,
 )
 
@@ -62,7 +63,7 @@ def receiver() -> Iterator[tuple[Receiver, str]]:
 
 def _post(url: str, body: bytes = b'{"doc_id":"d1"}', **policy: object) -> int:
     async def run() -> int:
-        async with httpx.AsyncClient() as client:
+        async with httpx.AsyncClient(trust_env=False) as client:
             pol = WebhookPolicy(secret=SECRET, backoff_initial_s=0.01, backoff_max_s=0.02, **policy)
             return await post(client, url, body, idempotency_key="d1:e1", policy=pol)
 
@@ -137,6 +138,8 @@ def test_only_http_urls_with_a_host(url):
         "http://[2002:7f00:1::]/x",  # 6to4 of 127.0.0.1
         "http://[::7f00:1]/x",  # IPv4-compatible 127.0.0.1
         "http://[::ffff:10.0.0.1]/x",  # IPv4-mapped private
+        "http://[64:ff9b:1::7f00:1]/x",  # local-use NAT64 (RFC 8215)
+        "http://224.0.0.1/x",  # multicast
     ],
 )
 def test_ipv6_forms_of_private_ipv4_addresses_are_refused(url):
@@ -149,7 +152,9 @@ def test_ipv6_forms_of_private_ipv4_addresses_are_refused(url):
     [
         ("http://" + "a" * 64 + ".example/x", "IDNA"),  # a label IDNA refuses
         ("http://ex\u00e4mple..example/x", "IDNA"),  # an empty label, non-ASCII name
-        ("http://example.com:99999/x", "not a valid URL"),
+        ("http://a\u200db.example/x", "IDNA"),  # a joiner IDNA 2003 would drop silently
+        ("http://example.com:99999/x", "port 99999 is out of range"),
+        ("http://example.com:0/x", "port 0 is out of range"),
         ("http://[::1/x", "not a valid URL"),
     ],
 )
@@ -158,11 +163,18 @@ def test_malformed_urls_are_refused_with_a_reason(url, reason):
         _post(url)
 
 
+def test_names_are_encoded_as_httpx_and_browsers_do():
+    # IDNA 2008: Python's own codec (IDNA 2003) would map this to fass.de, another domain.
+    assert parse("http://fa\u00df.de/x").raw_host == b"xn--fa-hia.de"
+
+
 class _Resolver:
     """A resolver stub: `hook.example` answers the given addresses; other names resolve
     as usual. Counts the look-ups of hook.example."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, *addresses: str) -> None:
+    def __init__(
+        self, monkeypatch: pytest.MonkeyPatch, *addresses: str, fail_first: int = 0
+    ) -> None:
         self.calls = 0
         real = asyncio.BaseEventLoop.getaddrinfo
 
@@ -170,6 +182,8 @@ class _Resolver:
             if host != "hook.example":
                 return await real(loop, host, port, *args, **kwargs)
             self.calls += 1
+            if self.calls <= fail_first:
+                raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
             family = {True: socket.AF_INET6, False: socket.AF_INET}
             return [(family[":" in a], socket.SOCK_STREAM, 6, "", (a, port)) for a in addresses]
 
@@ -180,12 +194,29 @@ def test_the_connection_goes_to_the_address_that_was_checked(receiver, monkeypat
     state, url = receiver
     port = url.split(":")[2].split("/")[0]
     resolver = _Resolver(monkeypatch, "127.0.0.1")
-    state.statuses = [503]  # two attempts, one look-up
+    state.statuses = [503]  # two attempts, each resolving and checking again
     # Nothing else can resolve hook.example: only a connection to the checked address
     # gets through.
     assert _post(f"http://hook.example:{port}/hook", allow_private=True) == 2
-    assert resolver.calls == 1
+    assert resolver.calls == 2
     assert [h["Host"] for h, _ in state.received] == [f"hook.example:{port}"] * 2
+
+
+def test_the_next_checked_address_is_tried_when_one_refuses_connections(receiver, monkeypatch):
+    state, url = receiver
+    port = url.split(":")[2].split("/")[0]
+    # Nothing listens on 127.0.0.2 (the receiver is bound to 127.0.0.1 only).
+    _Resolver(monkeypatch, "127.0.0.2", "127.0.0.1")
+    assert _post(f"http://hook.example:{port}/hook", allow_private=True) == 1
+    assert len(state.received) == 1
+
+
+def test_a_resolver_failure_is_retried(receiver, monkeypatch):
+    state, url = receiver
+    port = url.split(":")[2].split("/")[0]
+    resolver = _Resolver(monkeypatch, "127.0.0.1", fail_first=1)
+    assert _post(f"http://hook.example:{port}/hook", allow_private=True) == 2
+    assert resolver.calls == 2 and len(state.received) == 1
 
 
 def test_a_name_with_any_private_address_is_refused(monkeypatch):
