@@ -321,6 +321,8 @@ class GpuNode:
         # Stages after orient see the upright page; the stored image stays as submitted.
         if stage is not Stage.orient and page.orientation is not None:
             image = correct(image, page.orientation)
+        if stage is Stage.classify or (stage is Stage.orient and self.models.orients_by_model):
+            self.models.classifier.prepare(image)  # the page model's input, off its thread
         return image
 
     # ---- outcomes: a result or a dead letter per task --------------------

@@ -48,6 +48,11 @@ class ModelRegistry:
             min_confidence=self.settings.orientation_min_confidence,
         )
 
+    @property
+    def orients_by_model(self) -> bool:
+        """Whether the orient stage asks the page model first (so its input helps)."""
+        return isinstance(self.orienter, PageOrienter) and self.classifier.orients
+
     @cached_property
     def classifier(self) -> Classifier:
         started = time.perf_counter()

@@ -53,3 +53,20 @@ def test_batched_equals_one_at_a_time(
         assert b.confidence == pytest.approx(s.confidence, abs=1e-4)
         assert 0.0 <= b.confidence <= 1.0
         assert sum(b.scores.values()) == pytest.approx(1.0, abs=1e-3)
+
+
+def test_inputs_prepared_ahead_are_read_once_and_mean_the_same(
+    classifier: Classifier, held_out: tuple[list[np.ndarray], list[str]]
+) -> None:
+    images = held_out[0][:4]
+    fresh = classifier.read([im.copy() for im in images])
+    for im in images:
+        classifier.prepare(im)  # as the GPU node's fetch threads do
+    assert classifier.read(images) == fresh
+    assert not classifier._prepared  # taken by the read, not left behind
+    # A different array never picks up another page's input, and the cache stays bounded.
+    for _ in range(100):
+        classifier.prepare(np.zeros((8, 8, 3), dtype=np.uint8))
+    assert len(classifier._prepared) <= 64
+    assert classifier.read([images[0]]) == fresh[:1]
+    classifier._prepared.clear()
