@@ -49,6 +49,7 @@ from schemas.pages import (
 )
 from schemas.progress import Progress, ProgressStage
 from schemas.results import DocumentResult, PageResult
+from schemas.webhooks import WebhookDelivery
 
 __all__ = [
     "MAX_INLINE_BYTES",
@@ -87,6 +88,7 @@ __all__ = [
     "RecordError",
     "Stage",
     "TextLayer",
+    "WebhookDelivery",
     "decode",
     "encode",
     "export_json_schemas",

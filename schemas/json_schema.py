@@ -13,6 +13,7 @@ from schemas.extraction import CINFields, CNHFields, GenericFields, RGFields
 from schemas.pages import PageState
 from schemas.progress import Progress
 from schemas.results import DocumentResult
+from schemas.webhooks import WebhookDelivery
 
 # "validation" describes what we accept, "serialization" what we emit (where every
 # field with a default is always present, so it is marked required).
@@ -25,6 +26,7 @@ _SCHEMAS: dict[type[BaseModel], Literal["validation", "serialization"]] = {
     PageState: "serialization",
     DocumentResult: "serialization",
     Progress: "serialization",
+    WebhookDelivery: "serialization",
 }
 
 

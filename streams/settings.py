@@ -209,6 +209,9 @@ class AgentSettings(BaseModel):
     webhook_allow_private: bool = False
     webhook_attempts: int = Field(default=5, ge=1)
     webhook_timeout_s: float = Field(default=10.0, gt=0)
+    # POSTs the notify agent makes at once per worker (a slow receiver holds one of
+    # them for up to webhook_attempts x webhook_timeout_s, plus backoff).
+    webhook_concurrency: int = Field(default=8, ge=1)
     # One small record on docs.progress each time a page moves (`pagestream status`).
     progress_events: bool = True
     # route and deliver take further records while the broker acknowledges the outputs

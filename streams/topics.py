@@ -65,6 +65,14 @@ RESULTS = TopicSpec(
     # duplicate; tombstones (deletions) are kept a day for slow readers.
     extra={"min.compaction.lag.ms": str(_HOUR_MS), "delete.retention.ms": str(_DAY_MS)},
 )
+WEBHOOKS = TopicSpec(
+    "docs.webhooks",
+    6,
+    "WebhookDelivery work: a terminal DocumentResult to POST to its callback (notify)",
+    # As long as docs.raw: a receiver down over a weekend still gets its results (and
+    # the webhook dead letters' originals stay readable as long).
+    retention_ms=7 * _DAY_MS,
+)
 DLQ = TopicSpec(
     "docs.dlq", 3, "Dead letters: original key/value plus error headers", retention_ms=30 * _DAY_MS
 )
@@ -92,6 +100,7 @@ ALL: tuple[TopicSpec, ...] = (
     RECOGNIZED,
     PAGES_DONE,
     RESULTS,
+    WEBHOOKS,
     DLQ,
     PROGRESS,
 )

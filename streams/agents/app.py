@@ -1,4 +1,4 @@
-"""The faust app: ingest, route and deliver wired to their topics.
+"""The faust app: ingest, route, deliver and notify wired to their topics.
 
 Workers of the same app (same topic prefix and app_id) form one consumer group
 and share the partitions: start more `pagestream agents` processes to scale. The
@@ -8,7 +8,9 @@ only builds them and moves bytes. Agents are at-least-once (faust's exactly_once
 unreliable): an input counts as processed (faust may commit its offset) only once the
 broker acknowledged every output. ingest awaits them record by record; route and
 deliver keep up to `agents.max_in_flight` records in flight and acknowledge their
-inputs in order as the outputs are acknowledged (pipeline.py).
+inputs in order as the outputs are acknowledged (pipeline.py); notify POSTs up to
+`agents.webhook_concurrency` webhooks at once and acknowledges its inputs per
+partition in order (notify.py).
 """
 
 from __future__ import annotations
@@ -52,18 +54,16 @@ from streams.topics import (
     PAGES_DONE,
     RAW,
     RECOGNIZED,
+    WEBHOOKS,
 )
 
 
 class _DeliverStep:
-    """deliver.handle as a handling step, keeping the Delivery (webhook, completion)."""
+    """deliver.handle as a handling step, keeping the Delivery (documents to mark ended)."""
 
-    def __init__(
-        self, deliver: Deliver, pages: JsonTable, notify: WebhookNotifier, metrics: AgentMetrics
-    ) -> None:
+    def __init__(self, deliver: Deliver, pages: JsonTable, metrics: AgentMetrics) -> None:
         self._deliver = deliver
         self._pages = pages
-        self._notify = notify
         self._metrics = metrics
         self.delivery: Delivery | None = None
 
@@ -76,20 +76,16 @@ class _DeliverStep:
         delivery, self.delivery = self.delivery, None
         return delivery
 
-    async def finish(
-        self,
-        origin: Origin,
-        delivery: Delivery | None,
-        emits: list[Outgoing],
+    def finish(
+        self, origin: Origin, delivery: Delivery | None, emits: list[Outgoing],
         context: contextvars.Context,
-    ) -> None:
-        """Webhooks, then the documents marked ended; only when the step's own outputs
-        went out (not a dead letter instead). The table writes run in `context`, the
-        one the record was taken in (see pipeline.py)."""
+    ) -> None:  # fmt: skip
+        """The documents marked ended, once the step's own outputs (results and their
+        webhook records: the POSTs are the notify agent's) are acknowledged, not a dead
+        letter instead. The table writes run in `context`, the one the record was taken
+        in (see pipeline.py)."""
         if delivery is None or emits != delivery.emits:
             return
-        for call in delivery.webhooks:
-            await self._notify(origin, call)
         context.run(self._deliver.mark_ended, origin.partition, delivery, self._pages)
         self._metrics.ended(delivery.outcomes)
 
@@ -170,7 +166,7 @@ class _Pipelined:
     ) -> None:
         emits = await self._handling.settle("deliver", origin, sent)
         self._metrics.record("deliver", emits, time.perf_counter() - started)
-        await step.finish(origin, delivery, emits, context)
+        step.finish(origin, delivery, emits, context)
 
     async def deliver(self, stream: faust.StreamT[Any], step: _DeliverStep) -> AsyncIterator[None]:
         manual = cast(faust.Stream[Any], stream).noack()  # the window acknowledges
@@ -248,6 +244,7 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
     raw_topic = app.topic(topo.name(RAW))
     facts_topic = app.topic(*(topo.name(t) for t in (ORIENTED, CLASSIFIED, EXTRACTED, RECOGNIZED)))
     done_topic = app.topic(topo.name(PAGES_DONE))
+    webhooks_topic = app.topic(topo.name(WEBHOOKS))
     # Co-partitioned with docs.pages.done (same key, same partition count). key_type and
     # value_type bytes make the changelog serializer raw: faust writes bytes as they are
     # but would read them back with its default (json) serializer, and recovery after a
@@ -271,7 +268,7 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
     handling = RecordHandling(send_all, submit=submit, dlq_topic=topo.name(DLQ), group=app_id,
                               max_record_bytes=settings.kafka.max_record_bytes)  # fmt: skip
 
-    notify = WebhookNotifier(settings.agents, metrics, handling.send, group=app_id)
+    notify = WebhookNotifier(settings.agents, metrics, handling)
 
     async def ingest_step(origin: Origin) -> list[Outgoing]:
         # Rasterizing is CPU work: off the event loop, which serves heartbeats.
@@ -288,9 +285,6 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
             with _hop("ingest", origin):
                 emits = await handling.run("ingest", origin, ingest_step)
             metrics.record("ingest", emits, time.perf_counter() - started)
-            failed = ingest.webhook_for(origin, emits)
-            if failed is not None:
-                await notify(origin, failed)
             yield None
 
     pipelined = _Pipelined(handling, metrics, agents.max_in_flight)
@@ -300,11 +294,16 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
         async for _ in pipelined.route(stream, route_step):
             yield None
 
-    deliver_step = _DeliverStep(deliver, pages, notify, metrics)
+    deliver_step = _DeliverStep(deliver, pages, metrics)
 
     @app.agent(done_topic, name="deliver")
     async def deliver_agent(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
         async for _ in pipelined.deliver(stream, deliver_step):
+            yield None
+
+    @app.agent(webhooks_topic, name="notify")
+    async def notify_agent(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
+        async for _ in notify.run(stream):
             yield None
 
     @app.timer(interval=agents.tick_interval_s, on_leader=True)  # type: ignore[untyped-decorator]

@@ -28,7 +28,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from schemas import DocumentResult, Operation, PageState, RecordError, decode, encode, headers
+from schemas import (
+    DocumentResult,
+    Operation,
+    PageState,
+    RecordError,
+    WebhookDelivery,
+    decode,
+    encode,
+    headers,
+)
 from schemas.pages import BlobRef
 from schemas.results import PageResult, document_markdown
 from streams import progress
@@ -36,7 +45,7 @@ from streams.blobs import BlobStore
 from streams.envelope import RECORD_OVERHEAD_BYTES, Origin, Outgoing, dead_letter, next_record
 from streams.partitioning import partition_for
 from streams.routing import next_step
-from streams.topics import DLQ, PAGES_DONE, RESULTS, Topology
+from streams.topics import DLQ, PAGES_DONE, RESULTS, WEBHOOKS, Topology
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +57,10 @@ STAGE = "deliver"
 # "doc_id/page_no") the PageState JSON, deleted when the document ends completed or
 # its marker expires.
 Entry = dict[str, Any]
+
+# What a WebhookDelivery adds to its result beside the callback URL: the other fields,
+# its key and headers (the record framing is in RECORD_OVERHEAD_BYTES already).
+_WEBHOOK_OVERHEAD_BYTES = 1024
 
 
 @dataclass(frozen=True)
@@ -62,12 +75,11 @@ class Unfinished:
 @dataclass(frozen=True)
 class Delivery:
     emits: list[Outgoing]
-    webhooks: list[WebhookCall] = field(default_factory=list)
     # The doc_ids this record ended (its page completed the document, or a tick found
     # them past their deadline). The caller marks them delivered (mark_delivered) only
-    # once the results are acknowledged and the webhooks done: a worker that dies in
-    # between leaves the pages in the table (and in its changelog), so the redelivered
-    # record ends the documents again instead of being absorbed.
+    # once the results (and their webhook records) are acknowledged: a worker that dies
+    # in between leaves the pages in the table (and in its changelog), so the
+    # redelivered record ends the documents again instead of being absorbed.
     completed: list[str] = field(default_factory=list)
     # Those of `completed` that ended partial or failed (mark_delivered keeps their pages).
     unfinished: dict[str, Unfinished] = field(default_factory=dict)
@@ -76,18 +88,22 @@ class Delivery:
     outcomes: list[tuple[str, str]] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class WebhookCall:
-    url: str
-    body: bytes  # the DocumentResult exactly as written to docs.results
-    idempotency_key: str  # doc_id and the result's event id: equal on a redelivery
-    result_emit: Outgoing
-
-    @classmethod
-    def for_result(cls, url: str, result: Outgoing) -> WebhookCall:
-        doc_id, event_id = (result.key or b"").decode(), result.header(headers.EVENT_ID)
-        assert result.value is not None and event_id is not None  # noqa: S101 - next_record sets both
-        return cls(url, result.value, f"{doc_id}:{event_id}", result)
+def webhook_record(
+    topology: Topology,
+    result: DocumentResult,
+    result_emit: Outgoing,
+    callback: str,
+    origin: Origin,
+    step: str,
+) -> Outgoing:
+    """The WebhookDelivery of `result_emit` (`result` on docs.results) for the notify
+    agent: the callback travels here only, never on docs.results. Its idempotency key,
+    doc_id and the result's event id, is equal whenever the same input is redone."""
+    doc_id, event_id = result.doc_id, result_emit.header(headers.EVENT_ID)
+    assert event_id is not None  # noqa: S101 - next_record sets it
+    delivery = WebhookDelivery(doc_id=doc_id, callback=callback,
+                               idempotency_key=f"{doc_id}:{event_id}", result=result)  # fmt: skip
+    return next_record(topology.name(WEBHOOKS), doc_id, delivery, origin, f"{step}:webhook")
 
 
 class Deliver:
@@ -173,27 +189,33 @@ class Deliver:
 
     def _end(self, doc_id: str, states: list[PageState], origin: Origin, step: str,
              missing_reason: str = "", cause: str = "pages") -> Delivery:  # fmt: skip
-        result, value = self._claim_checked(self.result(states, missing_reason))
+        callback = next((str(p.callback) for p in states if p.callback), None)
+        # The webhook record carries the result and the callback: room for both.
+        reserve = 0 if callback is None else len(callback.encode()) + _WEBHOOK_OVERHEAD_BYTES
+        result, value = self._claim_checked(self.result(states, missing_reason), reserve)
         log.info("deliver: doc %s %s, %d of %d pages", doc_id, result.status, len(states),
                  result.page_count)  # fmt: skip
         emit = next_record(self.topology.name(RESULTS), doc_id, result, origin, step,
                            value=value)  # fmt: skip
         emits = [emit]
+        if callback is not None:
+            emits.append(webhook_record(self.topology, result, emit, callback, origin, step))
         if self.progress:
             emits.append(progress.document_ended(self.topology, result, origin))
-        callback = next((str(p.callback) for p in states if p.callback), None)
-        hooks = [] if callback is None else [WebhookCall.for_result(callback, emit)]
         unfinished = {}
         if result.status != "completed":
             unfinished[doc_id] = Unfinished(states, missing_reason)
-        return Delivery(emits, hooks, [doc_id], unfinished, [(result.status, cause)])
+        return Delivery(emits, [doc_id], unfinished, [(result.status, cause)])
 
-    def _claim_checked(self, result: DocumentResult) -> tuple[DocumentResult, bytes]:
+    def _claim_checked(
+        self, result: DocumentResult, reserve: int = 0
+    ) -> tuple[DocumentResult, bytes]:
         """`result`, its pages (then its Markdown) moved to the blob store if it would
-        not fit in a record (a long OCR'd document): the record keeps the summary and
-        references; and its encoding (measured here, so encoded once)."""
+        not fit in a record (a long OCR'd document) with `reserve` bytes to spare: the
+        record keeps the summary and references; and its encoding (measured here, so
+        encoded once)."""
         value = encode(result)
-        if self.blobs is None or self.max_record_bytes is None or self._fits(value):
+        if self.blobs is None or self.max_record_bytes is None or self._fits(value, reserve):
             return result, value
         pages = json.dumps([p.model_dump(mode="json") for p in result.pages]).encode()
         result = result.model_copy(
@@ -202,15 +224,15 @@ class Deliver:
         log.info("deliver: doc %s pages moved to the blob store (%d bytes)", result.doc_id,
                  len(pages))  # fmt: skip
         value = encode(result)
-        if result.markdown is not None and not self._fits(value):
+        if result.markdown is not None and not self._fits(value, reserve):
             ref = self._store(result.markdown.encode(), "text/markdown")
             result = result.model_copy(update={"markdown": None, "markdown_ref": ref})
             value = encode(result)
         return result, value
 
-    def _fits(self, value: bytes) -> bool:
+    def _fits(self, value: bytes, reserve: int = 0) -> bool:
         assert self.max_record_bytes is not None  # noqa: S101 - checked by the caller
-        return len(value) + RECORD_OVERHEAD_BYTES * 4 <= self.max_record_bytes
+        return len(value) + reserve + RECORD_OVERHEAD_BYTES * 4 <= self.max_record_bytes
 
     def _store(self, data: bytes, media_type: str) -> BlobRef:
         assert self.blobs is not None  # noqa: S101 - checked by the caller
@@ -255,7 +277,6 @@ class Deliver:
             one = self._end(doc_id, states, tick, f"{STAGE}:deadline:{doc_id}", reason,
                             cause="deadline")  # fmt: skip
             ended.emits.extend(one.emits)
-            ended.webhooks.extend(one.webhooks)
             ended.completed.extend(one.completed)
             ended.unfinished.update(one.unfinished)
             ended.outcomes.extend(one.outcomes)

@@ -6,7 +6,8 @@ is stored in the blob store as PNG and travels by reference. Operation `ocr` on 
 PDF answers the pages whose own text layer is usable here, on the CPU
 (streams/text_layer.py): they go straight to docs.pages.done and are never rendered.
 A document that cannot be split goes to docs.dlq with the reason, and a `failed`
-DocumentResult tells the client without making it read the DLQ.
+DocumentResult tells the client without making it read the DLQ (and its callback,
+through a WebhookDelivery on docs.webhooks, when the submission gave one).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from schemas import (
 )
 from schemas.pages import BlobRef
 from streams import media, progress
-from streams.agents.deliver import WebhookCall
+from streams.agents.deliver import webhook_record
 from streams.blobs import BlobStore, BlobStoreUnavailableError
 from streams.envelope import Origin, Outgoing, dead_letter, error_message, next_record
 from streams.routing import next_step
@@ -82,18 +83,6 @@ class Ingest:
                 )
             ]
             return out + self._failed_result(origin, submitted, exc)
-
-    def webhook_for(self, origin: Origin, emits: list[Outgoing]) -> WebhookCall | None:
-        """The webhook of a `failed` result ingest emitted, if the submission has a
-        callback: webhook callers get every terminal result, this one included."""
-        results = [e for e in emits if e.topic == self.topology.name(RESULTS)]
-        if not results:
-            return None
-        try:
-            callback = decode(DocumentSubmitted, origin.value).callback  # parsed once already
-        except RecordError:
-            return None
-        return None if callback is None else WebhookCall.for_result(str(callback), results[0])
 
     def _payload(self, sub: DocumentSubmitted) -> bytes:
         p = sub.payload
@@ -192,7 +181,12 @@ class Ingest:
             submitted_at=sub.submitted_at,
             completed_at=now,
         )
-        out = [next_record(self.topology.name(RESULTS), sub.doc_id, result, origin, "failed")]
+        emit = next_record(self.topology.name(RESULTS), sub.doc_id, result, origin, "failed")
+        out = [emit]
+        if sub.callback is not None:
+            # Webhook callers get every terminal result, this one included.
+            out.append(webhook_record(self.topology, result, emit, str(sub.callback), origin,
+                                      "failed"))  # fmt: skip
         if self.progress:
             out.append(progress.document_ended(self.topology, result, origin))
         return out

@@ -9,7 +9,7 @@ the order they were taken:
 
 - it waits for the oldest record's acknowledgements (a world error re-sends the same
   outputs until they are acknowledged; handling.RecordHandling.settle), runs what must
-  follow them (deliver: webhooks, then the documents marked ended), and only then
+  follow them (deliver: the documents marked ended), and only then
   acknowledges the input event to faust (the stream iterates with `noack()`);
 - records are acknowledged strictly in the order they were taken, so per partition in
   offset order: faust commits the highest offset below which every offset is acked,

@@ -69,25 +69,45 @@ def start_worker(
 class Received:
     headers: dict[str, str]
     body: bytes
+    path: str = ""
 
 
 @dataclass
 class WebhookReceiver:
     url: str
     received: list[Received] = field(default_factory=list)
+    # Paths that accept a POST, read it and never answer (kept in `held`), until
+    # `answer(path)`: a receiver that hangs, then comes back.
+    silent: set[str] = field(default_factory=set)
+    held: list[Received] = field(default_factory=list)
+    released: threading.Event = field(default_factory=threading.Event)
+
+    def at(self, path: str) -> str:
+        """The URL of another path on this receiver."""
+        return self.url.rsplit("/", 1)[0] + path
+
+    def answer(self, path: str) -> None:
+        self.silent.discard(path)
 
 
 @contextmanager
 def webhook_receiver() -> Iterator[WebhookReceiver]:
-    """A real local HTTP server that records every POST and answers 204."""
+    """A real local HTTP server that records every POST and answers 204 (paths in
+    `silent`: reads the POST and stays silent)."""
     lock = threading.Lock()
     receiver = WebhookReceiver(url="")
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers["Content-Length"]))
+            got = Received(dict(self.headers), body, self.path)
+            if self.path in receiver.silent:
+                with lock:
+                    receiver.held.append(got)
+                receiver.released.wait(600)  # the client gives up first and hangs up
+                return
             with lock:
-                receiver.received.append(Received(dict(self.headers), body))
+                receiver.received.append(got)
             self.send_response(204)
             self.end_headers()
 
@@ -100,5 +120,6 @@ def webhook_receiver() -> Iterator[WebhookReceiver]:
     try:
         yield receiver
     finally:
+        receiver.released.set()
         server.shutdown()
         server.server_close()

@@ -14,7 +14,15 @@ import pytest
 import yaml
 
 from streams.settings import AgentSettings, ExporterSettings, NodeSettings, Settings
-from streams.topics import CLASSIFIED, EXTRACTED, ORIENTED, PAGES_DONE, RAW, RECOGNIZED
+from streams.topics import (
+    CLASSIFIED,
+    EXTRACTED,
+    ORIENTED,
+    PAGES_DONE,
+    RAW,
+    RECOGNIZED,
+    WEBHOOKS,
+)
 from tests.support.manifests import setting_exists
 from tests.support.prometheus import REPO
 
@@ -103,7 +111,7 @@ def test_keda_scales_the_agents_on_their_group_capped_at_the_partition_count() -
     (trigger,) = spec["triggers"]
     assert trigger["type"] == "kafka"
     assert trigger["metadata"]["consumerGroup"] == Settings().topology.agents_app
-    inputs = (RAW, ORIENTED, CLASSIFIED, EXTRACTED, RECOGNIZED, PAGES_DONE)
+    inputs = (RAW, ORIENTED, CLASSIFIED, EXTRACTED, RECOGNIZED, PAGES_DONE, WEBHOOKS)
     assert spec["maxReplicaCount"] == max(t.partitions for t in inputs)
     (config,) = _by_kind("ConfigMap")
     bootstrap = config["data"]["PAGESTREAM_KAFKA__BOOTSTRAP_SERVERS"]

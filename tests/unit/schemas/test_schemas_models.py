@@ -279,6 +279,7 @@ def test_export_json_schemas(tmp_path: Path) -> None:
         "PageState.schema.json",
         "Progress.schema.json",
         "RGFields.schema.json",
+        "WebhookDelivery.schema.json",
     ]
     rg = json.loads((tmp_path / "out" / "RGFields.schema.json").read_text())
     assert rg == extraction_json_schema(DocumentType.rg_front)

@@ -16,14 +16,16 @@ from schemas import (
     Options,
     PageState,
     Stage,
+    WebhookDelivery,
     decode,
     encode,
+    headers,
 )
 from schemas.pages import BlobRef
-from streams.agents.deliver import Deliver
+from streams.agents.deliver import Deliver, Delivery
 from streams.envelope import Origin, Outgoing, tick
 from streams.partitioning import partition_for
-from streams.topics import DLQ, PAGES_DONE, RESULTS, Topology
+from streams.topics import DLQ, PAGES_DONE, RESULTS, WEBHOOKS, Topology
 
 TOPO = Topology("t.")
 TTL_S = 60.0
@@ -77,12 +79,22 @@ def _run(deliver: Deliver, origin: Origin, table: dict[str, Any]) -> list[Outgoi
     return outcome.emits
 
 
+def _webhooks(outcome: Delivery) -> list[WebhookDelivery]:
+    return [
+        decode(WebhookDelivery, e.value) for e in outcome.emits if e.topic == TOPO.name(WEBHOOKS)
+    ]
+
+
+def _result_emits(outcome: Delivery) -> list[Outgoing]:
+    return [e for e in outcome.emits if e.topic == TOPO.name(RESULTS)]
+
+
 def test_a_document_is_emitted_once_when_its_last_page_arrives() -> None:
     deliver, table = _deliver(Clock()), dict[str, Any]()
     assert _run(deliver, _origin(_page("d", 2, 2)), table) == []
     outcome = deliver.handle(_origin(_page("d", 1, 2)), table)
     (emit,) = outcome.emits
-    assert (emit.topic, emit.key, outcome.webhooks) == (TOPO.name(RESULTS), b"d", [])
+    assert (emit.topic, emit.key, _webhooks(outcome)) == (TOPO.name(RESULTS), b"d", [])
     assert emit.value is not None
     result = decode(DocumentResult, emit.value)
     assert [p.page_no for p in result.pages] == [1, 2]
@@ -109,8 +121,8 @@ def test_a_completion_not_marked_delivered_is_done_again_on_redelivery() -> None
     origin = _origin(page)
     first = deliver.handle(origin, table)
     again = deliver.handle(origin, table)
-    assert len(first.webhooks) == len(again.webhooks) == 1
-    assert again.webhooks[0].idempotency_key == first.webhooks[0].idempotency_key
+    (hook,), (hook_again,) = _webhooks(first), _webhooks(again)
+    assert hook_again.idempotency_key == hook.idempotency_key
     assert again.completed == ["d"]
 
 
@@ -180,21 +192,22 @@ def test_a_failed_page_replayed_with_a_result_ends_its_document_again_upgraded()
     callback = {"callback": HttpUrl("https://example.com/h")}
     assert _run(deliver, _origin(_page("up", 1, 3).model_copy(update=callback)), table) == []
     assert _run(deliver, _origin(_failed("up", 2, 3)), table) == []
-    assert len(_run(deliver, _origin(_failed("up", 3, 3)), table)) == 1  # ends partial
+    ended = _run(deliver, _origin(_failed("up", 3, 3)), table)  # ends partial, POSTed too
+    assert [e.topic for e in ended] == [TOPO.name(RESULTS), TOPO.name(WEBHOOKS)]
     # Duplicates of what it had are absorbed: a good page, a failed page again.
     assert _run(deliver, _origin(_page("up", 1, 3)), table) == []
     assert _run(deliver, _origin(_failed("up", 2, 3)), table) == []
     # Page 2's dead letter replayed, with a result now: the document ends again.
     outcome = deliver.handle(_origin(_page("up", 2, 3)), table)
-    (emit,) = outcome.emits
-    assert [w.url for w in outcome.webhooks] == ["https://example.com/h"]
+    (emit,) = _result_emits(outcome)
+    assert [w.callback for w in _webhooks(outcome)] == ["https://example.com/h"]
     again = decode(DocumentResult, emit.value or b"")
     assert again.status == "partial"
     assert [(p.page_no, p.error is None) for p in again.pages] == [(1, True), (2, True), (3, False)]
     deliver.mark_delivered(0, "up", table, outcome.unfinished["up"])
     # Page 3 too: completed, and the pages leave the table with a plain marker.
     outcome = deliver.handle(_origin(_page("up", 3, 3)), table)
-    (emit,) = outcome.emits
+    (emit, _) = outcome.emits
     assert decode(DocumentResult, emit.value or b"").status == "completed"
     assert outcome.unfinished == {}
     deliver.mark_delivered(0, "up", table)
@@ -219,9 +232,9 @@ def test_a_tick_ends_documents_past_their_deadline_on_its_partition_only() -> No
     clock.now += 2
     assert _run(deliver, _tick((p_late + 1) % PAGES_DONE.partitions), table) == []
     outcome = deliver.handle(_tick(p_late), table)
-    (emit,) = outcome.emits
+    (emit,) = _result_emits(outcome)
     assert (emit.topic, emit.key, outcome.completed) == (TOPO.name(RESULTS), b"late", ["late"])
-    assert [w.url for w in outcome.webhooks] == ["https://example.com/h"]
+    assert [w.callback for w in _webhooks(outcome)] == ["https://example.com/h"]
     result = decode(DocumentResult, emit.value or b"")
     assert result.status == "partial" and result.page_count == 3
     assert [(p.page_no, p.error is None) for p in result.pages] == [
@@ -356,3 +369,35 @@ def test_markdown_too_large_for_a_record_moves_to_the_blob_store_too(tmp_path) -
     assert result.markdown_ref is not None and result.markdown_ref.media_type == "text/markdown"
     markdown = store.get(result.markdown_ref.uri, expected_sha256=result.markdown_ref.sha256)
     assert markdown.decode().count("# Heading") == 4
+
+
+def test_a_result_with_a_callback_comes_with_its_webhook_record_and_keeps_the_url_to_itself() -> (
+    None
+):
+    # The webhook record is emitted beside the result, in the same outputs: it carries
+    # the result as written to docs.results, the callback and the idempotency key
+    # (doc_id:the result's event id); docs.results never sees the callback URL.
+    deliver, table = _deliver(Clock()), dict[str, Any]()
+    url = "https://example.com/hook?token=secret-token"
+    page = _page("cb", 1, 1).model_copy(update={"callback": HttpUrl(url)})
+    outcome = deliver.handle(_origin(page), table)
+    (result,) = _result_emits(outcome)
+    (hook_emit,) = [e for e in outcome.emits if e.topic == TOPO.name(WEBHOOKS)]
+    assert hook_emit.key == b"cb" and result.value is not None
+    assert b"secret-token" not in result.value and b"callback" not in result.value
+    (hook,) = _webhooks(outcome)
+    assert hook.callback == url and hook.doc_id == "cb"
+    assert hook.idempotency_key == f"cb:{result.header(headers.EVENT_ID)}"
+    assert encode(hook.result) == result.value  # the POST body: byte for byte the result
+    # A partial result is POSTed too.
+    half = _page("half", 1, 2).model_copy(update={"callback": HttpUrl(url)})
+    assert _run(deliver, _origin(half), table) == []
+    outcome = deliver.handle(_origin(_failed("half", 2, 2).model_copy(
+        update={"callback": HttpUrl(url)})), table)  # fmt: skip
+    assert [h.result.status for h in _webhooks(outcome)] == ["partial"]
+
+
+def test_a_result_without_a_callback_has_no_webhook_record() -> None:
+    deliver, table = _deliver(Clock()), dict[str, Any]()
+    outcome = deliver.handle(_origin(_page("plain", 1, 1)), table)
+    assert [e.topic for e in outcome.emits] == [TOPO.name(RESULTS)]

@@ -9,12 +9,21 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from schemas import DocumentResult, DocumentSubmitted, Operation, Options, PageState, decode
+from schemas import (
+    DocumentResult,
+    DocumentSubmitted,
+    Operation,
+    Options,
+    PageState,
+    WebhookDelivery,
+    decode,
+    encode,
+)
 from schemas import headers as h
 from streams.agents.ingest import Ingest
 from streams.blobs import BlobStore
 from streams.envelope import Origin
-from streams.topics import DLQ, GPU_CLASSIFY, GPU_ORIENT, RAW, RESULTS, Topology
+from streams.topics import DLQ, GPU_CLASSIFY, GPU_ORIENT, RAW, RESULTS, WEBHOOKS, Topology
 from synth.pdf import images_to_pdf
 
 TOPO = Topology("t.")
@@ -99,6 +108,23 @@ def test_an_unreadable_document_with_a_doc_id_is_dead_lettered_and_failed(ingest
     assert failed.topic == TOPO.name(RESULTS) and failed.key == b"d4"
     result = decode(DocumentResult, failed.value)
     assert result.status == "failed" and result.errors
+
+
+def test_an_unreadable_document_with_a_callback_has_its_failed_result_posted(
+    ingest: Ingest,
+) -> None:
+    # The failed result's webhook record leaves in the same outputs as the result.
+    url = "https://example.com/hook?token=t0ken"
+    origin = _origin(_submitted(b"not an image at all", doc_id="d5", callback=url))
+    dead, failed, hook = ingest.handle(origin)
+    assert (dead.topic, failed.topic, hook.topic) == (
+        TOPO.name(DLQ), TOPO.name(RESULTS), TOPO.name(WEBHOOKS))  # fmt: skip
+    assert hook.key == b"d5" and failed.value is not None
+    assert b"t0ken" not in failed.value
+    delivery = decode(WebhookDelivery, hook.value)
+    assert delivery.callback == url and delivery.result.status == "failed"
+    assert delivery.idempotency_key == f"d5:{failed.header(h.EVENT_ID)}"
+    assert encode(delivery.result) == failed.value
 
 
 def test_a_record_that_is_not_a_submission_is_only_dead_lettered(ingest: Ingest) -> None:
