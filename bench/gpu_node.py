@@ -216,8 +216,8 @@ def trickle(
     def read(timeout_s: float) -> None:
         for m in reader.consume(500, timeout_s):
             key = m.key()
-            if m.error() is None and key in sent:
-                model_ms = float(dict(m.headers() or []).get(headers.MODEL_MS, b"0"))
+            if m.error() is None and isinstance(key, bytes) and key in sent:
+                model_ms = float(dict(m.headers() or []).get(headers.MODEL_MS) or b"0")
                 node_ms.append(m.timestamp()[1] - sent.pop(key) - model_ms)
 
     started = time.perf_counter()

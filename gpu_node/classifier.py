@@ -96,7 +96,7 @@ class _LegacyNet(torch.nn.Module):
 
 
 class PageReading(NamedTuple):
-    classification: ClassificationResult
+    classification: ClassificationResult | None  # None: read by text only (no page model)
     orientation: OrientationResult | None  # None: the checkpoint has no rotation head
 
 
@@ -213,7 +213,7 @@ class Classifier:
     def predict(
         self, images: Sequence[RGBArray], batch_size: int = 16
     ) -> list[ClassificationResult]:
-        return [r.classification for r in self.read(images, batch_size)]
+        return [r.classification for r in self.read(images, batch_size) if r.classification]
 
     def orient(self, images: Sequence[RGBArray], batch_size: int = 16) -> list[OrientationResult]:
         if not self.orients:

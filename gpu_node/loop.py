@@ -37,6 +37,7 @@ from opentelemetry.util.types import AttributeValue
 from prometheus_client import CollectorRegistry
 
 from gpu_node.background import BackgroundLoop
+from gpu_node.classifier import PageReading
 from gpu_node.extraction.engines import Engines
 from gpu_node.http import Health, start_http
 from gpu_node.images import RGBArray, decode_image
@@ -53,6 +54,7 @@ from streams import tracing
 from streams.blobs import BlobStore, BlobStoreUnavailableError
 from streams.envelope import Origin, Outgoing, dead_letter, error_message, next_record
 from streams.metrics import count_dead_letter
+from streams.routing import stages_for
 from streams.settings import NodeSettings
 from streams.topics import DLQ, FACTS_BY_STAGE, WORK_BY_STAGE, Topology
 
@@ -343,9 +345,22 @@ class GpuNode:
     def _resolve(self, task: Task, result: Any) -> None:
         if task.dropped:
             return
-        page = task.page.model_copy(
-            update={"last_stage": task.stage, "error": None, _RESULT_FIELD[task.stage]: result}
-        )
+        update: dict[str, Any] = {"last_stage": task.stage, "error": None}
+        if isinstance(result, PageReading):  # orient by the page model
+            update["orientation"] = result.orientation
+            if (
+                result.classification is not None
+                and result.orientation is not None
+                and result.orientation.rotation_degrees == 0
+                and Stage.classify in stages_for(task.page.operation, auto_rotate=True)
+            ):
+                # The page was upright: the pass that oriented it saw exactly what the
+                # classify stage would see, so its type stands and the page skips
+                # gpu.classify (next_step reads the classification as that stage done).
+                update["classification"] = result.classification
+        else:
+            update[_RESULT_FIELD[task.stage]] = result
+        page = task.page.model_copy(update=update)
         out = self._fact(task, page)
         if out.size_bytes > self.settings.max_output_bytes and page.ocr is not None:
             # A dense page's OCR can outgrow a record on its own: it travels as a claim

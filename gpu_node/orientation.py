@@ -28,10 +28,11 @@ import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, get_args
+from typing import Any, NamedTuple, get_args
 
 import numpy as np
 
+from gpu_node.classifier import Classifier, PageReading
 from gpu_node.images import RGBArray, rotate
 from gpu_node.ocr import (
     GreyArray,
@@ -43,9 +44,6 @@ from gpu_node.ocr import (
     to_grey,
 )
 from schemas.pages import OrientationResult, Rotation
-
-if TYPE_CHECKING:
-    from gpu_node.classifier import Classifier
 
 log = logging.getLogger(__name__)
 
@@ -183,22 +181,31 @@ class PageOrienter:
         self._text = text  # built on first need: loading EasyOCR costs seconds
         self.min_confidence = min_confidence
 
-    def detect(self, images: Sequence[RGBArray]) -> list[OrientationResult]:
+    def read(self, images: Sequence[RGBArray]) -> list[PageReading]:
+        """Each page's orientation, and its type from the same forward pass (None with a
+        one-head checkpoint, which can only orient by text)."""
         if not images:
             return []
-        if not self.model.orients:  # a one-head checkpoint: text is all there is
-            return self._text().detect(images)
-        results = self.model.orient(images, batch_size=max(1, len(images)))
-        doubtful = [i for i, r in enumerate(results) if r.confidence < self.min_confidence]
+        if not self.model.orients:
+            return [PageReading(None, r) for r in self._text().detect(images)]
+        readings = self.model.read(images, batch_size=max(1, len(images)))
+        doubtful = [
+            i
+            for i, r in enumerate(readings)
+            if r.orientation is None or r.orientation.confidence < self.min_confidence
+        ]
         if doubtful:
             # The text method decides these: its confidence (a margin between angles) and
             # the model's calibrated probability are on different scales, so comparing
             # them would pick a winner at random.
-            read = self._text().detect([images[i] for i in doubtful])
-            for i, by_text in zip(doubtful, read, strict=True):
-                results[i] = by_text
+            by_text = self._text().detect([images[i] for i in doubtful])
+            for i, result in zip(doubtful, by_text, strict=True):
+                readings[i] = readings[i]._replace(orientation=result)
         log.debug("orientation: %d pages, %d doubtful", len(images), len(doubtful))
-        return results
+        return readings
+
+    def detect(self, images: Sequence[RGBArray]) -> list[OrientationResult]:
+        return [r.orientation for r in self.read(images) if r.orientation is not None]
 
     def orient(self, images: Sequence[RGBArray]) -> list[Oriented]:
         return [

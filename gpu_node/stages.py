@@ -20,6 +20,7 @@ from typing import Any
 
 from gpu_node.images import RGBArray
 from gpu_node.metrics import NodeMetrics
+from gpu_node.orientation import PageOrienter
 from gpu_node.registry import ModelRegistry
 from gpu_node.tasks import Task
 from schemas import Stage
@@ -46,8 +47,15 @@ class SyncStages:
 
     # The registry loads each model on first use: looked up per call, not here.
     def _orient(self, images: Sequence[RGBArray]) -> Sequence[Any]:
-        results = self._models.orienter.detect(images)
-        for r in results:
+        orienter = self._models.orienter
+        results: Sequence[Any]
+        if isinstance(orienter, PageOrienter):
+            # PageReadings: the type comes with the orientation, from the same pass.
+            results = orienter.read(images)
+            oriented = [r.orientation for r in results if r.orientation is not None]
+        else:
+            results = oriented = orienter.detect(images)
+        for r in oriented:
             self._metrics.orientations.labels(r.method or "text").inc()
         return results
 

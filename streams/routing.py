@@ -66,8 +66,13 @@ def next_step(page: PageState, *, min_confidence: float = DEFAULT_MIN_CONFIDENCE
             f"{page.operation.value} (auto_rotate={page.options.auto_rotate})"
         )
     _require_result(page)
+    done = page.last_stage
+    if done is Stage.orient and page.classification is not None and Stage.classify in stages:
+        # The GPU node's page model classified the page in the pass that oriented it (an
+        # upright page: the same pixels the classify stage would see): classify is done.
+        done = Stage.classify
     if (
-        page.last_stage is Stage.classify
+        done is Stage.classify
         and page.operation is Operation.process
         and page.classification is not None
         and page.classification.confidence < min_confidence
@@ -78,13 +83,13 @@ def next_step(page: PageState, *, min_confidence: float = DEFAULT_MIN_CONFIDENCE
             f"{min_confidence:.2f}: not extracted",
         )
     if (
-        page.last_stage is Stage.classify
+        done is Stage.classify
         and page.operation is Operation.process
         and page.classification is not None
         and page.classification.document_type is DocumentType.unknown
     ):
         return Route(PAGES_DONE, "the page is not a known document type: not extracted")
-    following = stages[stages.index(page.last_stage) + 1 :]
+    following = stages[stages.index(done) + 1 :]
     return Route(WORK_BY_STAGE[following[0].value]) if following else Route(PAGES_DONE)
 
 

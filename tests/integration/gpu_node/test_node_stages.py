@@ -61,6 +61,12 @@ def test_orient_stage_finds_each_rotation(settings, topology: Topology, node_fac
         # synth rotates counter-clockwise by `rotation`; the correction is clockwise.
         assert page.orientation.rotation_degrees == d.rotation
         assert page.orientation.method == "cnn"  # the page model was sure: no text read
+        if d.rotation == 0:
+            # Upright: the orient pass's type is what classify would say; the page skips it.
+            assert page.classification is not None
+            assert page.classification.document_type is DocumentType.rg_front
+        else:
+            assert page.classification is None  # classified once upright, by the stage
 
 
 def test_classify_ocr_and_extract_stages(settings, topology: Topology, node_factory, make_page):

@@ -136,3 +136,24 @@ def test_a_page_classified_unknown_is_not_extracted():
     assert route.done
     assert "not a known document type" in (route.note or "")
     assert next_step(page(K, True, Stage.classify, classification=unknown)).done
+
+
+CLASSIFIED_WHILE_ORIENTED = {
+    "classification": ClassificationResult(document_type=DocumentType.cnh_front, confidence=0.95)
+}
+
+
+@pytest.mark.parametrize(("op", "expected"), [(K, DONE), (P, EXTRACT), (X, EXTRACT), (R, OCR)])
+def test_a_page_classified_by_the_orient_pass_skips_the_classify_stage(op, expected):
+    # The GPU node fills the classification in the orient pass (an upright page): for
+    # classify and process that stage is done; other operations go on as before.
+    oriented = page(op, True, S.orient, **CLASSIFIED_WHILE_ORIENTED)
+    assert next_step(oriented).topic is expected
+
+
+def test_the_orient_pass_classification_meets_the_same_checks_as_the_stage():
+    low = ClassificationResult(document_type=DocumentType.rg_front, confidence=0.3)
+    unknown = ClassificationResult(document_type=DocumentType.unknown, confidence=0.99)
+    assert "below" in (next_step(page(P, True, S.orient, classification=low)).note or "")
+    route = next_step(page(P, True, S.orient, classification=unknown))
+    assert route.done and "not a known document type" in (route.note or "")
