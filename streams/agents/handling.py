@@ -80,32 +80,16 @@ class RecordHandling:
 
     async def send(self, outputs: list[Outgoing]) -> None:
         """Send and wait for the acknowledgements, retrying the world's failures."""
-        async for attempt in AsyncRetrying(
-            retry=retry_if_exception_type(WORLD_ERRORS),
-            wait=self._wait,
-            before_sleep=lambda state: _log_retry("send", None, state.outcome),
-            reraise=True,
-        ):
+        async for attempt in self._retrying("send", None):
             with attempt:
                 await self._send(outputs)
 
     async def run(self, stage: str, origin: Origin, step: Step) -> list[Outgoing]:
         """`step(origin)`'s outputs, or a dead letter of `origin`, sent and acknowledged."""
-        async for attempt in AsyncRetrying(
-            retry=retry_if_exception_type(WORLD_ERRORS),
-            wait=self._wait,
-            before_sleep=lambda state: _log_retry(stage, origin, state.outcome),
-            reraise=True,
-        ):
+        async for attempt in self._retrying(stage, origin):
             with attempt:
                 outputs = await self._outputs(stage, origin, step)
-                try:
-                    await self._send(outputs)
-                except MessageSizeTooLargeError as exc:
-                    # The broker's limit is below ours: the record's fault, not the world's.
-                    outputs = [self._dead_letter(stage, origin, exc, max_bytes=0)]
-                    await self._send(outputs)
-                return outputs
+                return await self._send_or_dead_letter(stage, origin, outputs)
         raise AssertionError("unreachable: tenacity retries until success")  # pragma: no cover
 
     async def start(self, stage: str, origin: Origin, step: Step) -> Sent:
@@ -120,12 +104,7 @@ class RecordHandling:
         except WORLD_ERRORS as exc:
             _log_retry(stage, origin, _Failed(exc))
             await asyncio.sleep(self._retry_initial_s)  # then tenacity's backoff
-        async for attempt in AsyncRetrying(
-            retry=retry_if_exception_type(WORLD_ERRORS),
-            wait=self._wait,
-            before_sleep=lambda state: _log_retry(stage, origin, state.outcome),
-            reraise=True,
-        ):
+        async for attempt in self._retrying(stage, origin):
             with attempt:
                 outputs = await self._outputs(stage, origin, step)
                 return Sent(outputs, await self._submit(outputs))
@@ -147,20 +126,31 @@ class RecordHandling:
             # broker kept after all is a duplicate downstream dedupe absorbs.
             _log_retry(stage, origin, _Failed(exc))
             outputs = sent.outputs
-        async for attempt in AsyncRetrying(
+        async for attempt in self._retrying(stage, origin):
+            with attempt:
+                return await self._send_or_dead_letter(stage, origin, outputs)
+        raise AssertionError("unreachable: tenacity retries until success")  # pragma: no cover
+
+    def _retrying(self, stage: str, origin: Origin | None) -> AsyncRetrying:
+        """Retries of the world's failures, with backoff, for as long as it takes."""
+        return AsyncRetrying(
             retry=retry_if_exception_type(WORLD_ERRORS),
             wait=self._wait,
             before_sleep=lambda state: _log_retry(stage, origin, state.outcome),
             reraise=True,
-        ):
-            with attempt:
-                try:
-                    await self._send(outputs)
-                except MessageSizeTooLargeError as exc:
-                    outputs = [self._dead_letter(stage, origin, exc, max_bytes=0)]
-                    await self._send(outputs)
-                return outputs
-        raise AssertionError("unreachable: tenacity retries until success")  # pragma: no cover
+        )
+
+    async def _send_or_dead_letter(
+        self, stage: str, origin: Origin, outputs: list[Outgoing]
+    ) -> list[Outgoing]:
+        """Send and await the acks; what went out (the dead letter if the broker refused
+        an output as too large: its limit is below ours, the record's fault)."""
+        try:
+            await self._send(outputs)
+        except MessageSizeTooLargeError as exc:
+            outputs = [self._dead_letter(stage, origin, exc, max_bytes=0)]
+            await self._send(outputs)
+        return outputs
 
     async def _outputs(self, stage: str, origin: Origin, step: Step) -> list[Outgoing]:
         try:
