@@ -24,6 +24,14 @@ Decisions:
 - PDFs that need a password to open are rejected; PDFs with only an owner
   password (permission flags) open without one in every viewer, so they are
   rendered.
+- Besides the per-page limit, a document has a budget (``Budget``): its pages'
+  pixels together, checked before anything is rendered wherever the file states
+  the sizes (PDF page boxes, image and frame headers), and the bytes of the page
+  images, checked as each page is encoded. Pages are yielded one at a time
+  (``iter_pages``), so a caller can store each and never hold them all.
+- MuPDF reports an allocation it could not make as an ordinary error; it is
+  raised as MemoryError here, like Pillow's, so a memory limit is named as such
+  and not mistaken for a corrupt file.
 """
 
 from __future__ import annotations
@@ -134,6 +142,10 @@ class EmptyPdfError(MediaError):
     pass
 
 
+class DocumentTooLargeError(MediaError):
+    """The pages together are over the document's budget (pixels or bytes)."""
+
+
 class UnsafePillowConfigError(RuntimeError):
     """Process-wide Pillow settings make decoding untrusted images unsafe.
 
@@ -149,6 +161,24 @@ class PageImage:
     height: int
     page_no: int  # 1-based
     source_media_type: str
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one document may cost in total, across its pages."""
+
+    max_pixels: int  # of every page rendered or decoded, together
+    max_bytes: int  # of the page PNGs, together
+
+    def check_pixels(self, total: int, what: str) -> None:
+        if total > self.max_pixels:
+            raise DocumentTooLargeError(
+                f"{what} add up to {total} pixels, above the document budget of "
+                f"{self.max_pixels} pixels (refused before rendering)"
+            )
+
+
+UNLIMITED = Budget(max_pixels=2**63, max_bytes=2**63)
 
 
 def sniff(data: bytes) -> str:
@@ -173,28 +203,71 @@ def split_pages(
     max_pages: int,
     max_pixels: int,
     render: Collection[int] | None = None,
+    budget: Budget = UNLIMITED,
 ) -> list[PageImage]:
-    """One upright RGB PNG per page of `data` (a PDF or a supported image).
+    """Every page of ``iter_pages``, as a list."""
+    return list(iter_pages(data, dpi=dpi, max_pages=max_pages, max_pixels=max_pixels,
+                           render=render, budget=budget))  # fmt: skip
+
+
+def iter_pages(
+    data: bytes,
+    *,
+    dpi: int,
+    max_pages: int,
+    max_pixels: int,
+    render: Collection[int] | None = None,
+    budget: Budget = UNLIMITED,
+) -> Iterator[PageImage]:
+    """One upright RGB PNG per page of `data` (a PDF or a supported image), in order.
 
     PDF pages are rendered at `dpi`; images keep their own resolution. `render` names
     the PDF pages (1-based) to render, all by default; every page is checked either way.
     Raises a MediaError subclass for anything that cannot be paged within
-    `max_pages` pages of at most `max_pixels` pixels each.
+    `max_pages` pages of at most `max_pixels` pixels each and `budget` in total;
+    sizes are checked before the first page is produced.
     """
     for name, value in (("dpi", dpi), ("max_pages", max_pages), ("max_pixels", max_pixels)):
         if value < 1:
             raise ValueError(f"{name} must be positive, got {value}")
     media_type = sniff(data)
     if media_type == PDF:
-        with open_pdf(data, dpi=dpi, max_pages=max_pages, max_pixels=max_pixels) as doc:
-            count = int(doc.page_count)
-            wanted = range(count) if render is None else sorted(n - 1 for n in set(render))
-            return [
-                _render_pdf_page(doc, i, count, dpi=dpi, max_pixels=max_pixels)
-                for i in wanted
-                if 0 <= i < count
-            ]
-    return _split_image(data, media_type, max_pages=max_pages, max_pixels=max_pixels)
+        pages = _iter_pdf(data, dpi=dpi, max_pages=max_pages, max_pixels=max_pixels,
+                          render=render, budget=budget)  # fmt: skip
+    else:
+        pages = _iter_image(data, media_type, max_pages=max_pages, max_pixels=max_pixels,
+                            budget=budget)  # fmt: skip
+    total = 0
+    for page in pages:
+        total += len(page.png)
+        if total > budget.max_bytes:
+            raise DocumentTooLargeError(
+                f"page images add up to more than the document budget of {budget.max_bytes} "
+                f"bytes by page {page.page_no} ({total} bytes)"
+            )
+        yield page
+
+
+def _iter_pdf(
+    data: bytes,
+    *,
+    dpi: int,
+    max_pages: int,
+    max_pixels: int,
+    render: Collection[int] | None,
+    budget: Budget,
+) -> Iterator[PageImage]:
+    with open_pdf(data, dpi=dpi, max_pages=max_pages, max_pixels=max_pixels) as doc:
+        count = int(doc.page_count)
+        wanted = range(count) if render is None else sorted(n - 1 for n in set(render))
+        wanted = [i for i in wanted if 0 <= i < count]
+        pixels = 0
+        for i in wanted:
+            rect = doc[i].rect  # checked readable by open_pdf
+            pixels += pixels_at(float(rect.width), dpi) * pixels_at(float(rect.height), dpi)
+        budget.check_pixels(pixels, f"the {len(wanted)} PDF pages to render at {dpi} dpi")
+        for i in wanted:
+            yield _render_pdf_page(doc, i, count, dpi=dpi, max_pixels=max_pixels)
 
 
 # --- identification ---------------------------------------------------------------
@@ -250,6 +323,7 @@ def open_pdf(data: bytes, *, dpi: int, max_pages: int, max_pixels: int) -> Itera
     except MemoryError:
         raise
     except Exception as exc:
+        raise_if_out_of_memory(exc)
         raise CorruptPdfError(
             f"corrupt PDF: cannot be parsed ({type(exc).__name__}, {len(data)} bytes)"
         ) from None
@@ -278,6 +352,7 @@ def _pdf_page_count(doc: Any) -> int:
     except MemoryError:
         raise
     except Exception as exc:
+        raise_if_out_of_memory(exc)
         raise CorruptPdfError(f"corrupt PDF: page tree unreadable ({type(exc).__name__})") from None
 
 
@@ -288,6 +363,7 @@ def _check_pdf_page(doc: Any, index: int, count: int, *, dpi: int, max_pixels: i
     except MemoryError:
         raise
     except Exception as exc:
+        raise_if_out_of_memory(exc)
         raise CorruptPdfError(
             f"corrupt PDF: page {index + 1} of {count} unreadable ({type(exc).__name__})"
         ) from None
@@ -299,6 +375,13 @@ def _check_pdf_page(doc: Any, index: int, count: int, *, dpi: int, max_pixels: i
             f"PDF page {index + 1} of {count} would render at {width}x{height} = "
             f"{width * height} pixels at {dpi} dpi, above max_pixels {max_pixels}"
         )
+
+
+def raise_if_out_of_memory(exc: BaseException) -> None:
+    """MuPDF's failed allocation ("malloc (N bytes) failed", realloc, calloc): a MemoryError."""
+    text = str(exc)
+    if ("alloc" in text and "failed" in text) or "out of memory" in text.lower():
+        raise MemoryError(f"MuPDF could not allocate memory ({type(exc).__name__})") from None
 
 
 def pixels_at(points: float, dpi: int) -> int:
@@ -321,6 +404,7 @@ def _render_pdf_page(doc: Any, index: int, count: int, *, dpi: int, max_pixels: 
     except (MemoryError, MediaError):
         raise
     except Exception as exc:
+        raise_if_out_of_memory(exc)
         raise CorruptPdfError(
             f"corrupt PDF: page {index + 1} of {count} cannot be rendered ({type(exc).__name__})"
         ) from None
@@ -330,9 +414,9 @@ def _render_pdf_page(doc: Any, index: int, count: int, *, dpi: int, max_pixels: 
 # --- images -------------------------------------------------------------------------
 
 
-def _split_image(
-    data: bytes, media_type: str, *, max_pages: int, max_pixels: int
-) -> list[PageImage]:
+def _iter_image(
+    data: bytes, media_type: str, *, max_pages: int, max_pixels: int, budget: Budget
+) -> Iterator[PageImage]:
     if ImageFile.LOAD_TRUNCATED_IMAGES:
         raise UnsafePillowConfigError(
             "PIL.ImageFile.LOAD_TRUNCATED_IMAGES is True in this process; "
@@ -347,26 +431,27 @@ def _split_image(
         # only warns below twice it), while the limit here is this call's max_pixels.
         im = Image.OPEN[fmt][0](io.BytesIO(data), "")
     with im:
-        frames = _frame_count(im, media_type, max_pages=max_pages, max_pixels=max_pixels)
-        pages = []
+        frames = _frame_count(im, media_type, max_pages=max_pages, max_pixels=max_pixels,
+                              budget=budget)  # fmt: skip
         for index in range(frames):
             with _decoding(media_type, _frame_name(media_type, index)):
                 im.seek(index)
                 upright = ImageOps.exif_transpose(im)
-                pages.append(_page(_to_rgb(upright, media_type), index + 1, media_type))
-    return pages
+                page = _page(_to_rgb(upright, media_type), index + 1, media_type)
+            yield page
 
 
 def _frame_count(
-    im: ImageFile.ImageFile, media_type: str, *, max_pages: int, max_pixels: int
+    im: ImageFile.ImageFile, media_type: str, *, max_pages: int, max_pixels: int, budget: Budget
 ) -> int:
     """Frames to page, checked (count and sizes) before any pixel is decoded.
 
     Frames are counted by seeking one at a time up to max_pages + 1, never via
     n_frames: for TIFF that walks every IFD, which a hostile file can make huge.
     """
-    _check_pixels(im, media_type, 0, max_pixels)
+    pixels = _check_pixels(im, media_type, 0, max_pixels)
     if media_type not in _MULTI_PAGE:
+        budget.check_pixels(pixels, f"the {media_type} image's pixels")
         return 1
     count = 1
     with _decoding(media_type, "frame table"):
@@ -375,13 +460,14 @@ def _frame_count(
                 im.seek(count)
             except EOFError:
                 break
-            _check_pixels(im, media_type, count, max_pixels)
+            pixels += _check_pixels(im, media_type, count, max_pixels)
             count += 1
         im.seek(0)
     if count > max_pages:
         raise TooManyPagesError(
             f"{media_type} has at least {count} frames, more than max_pages {max_pages}"
         )
+    budget.check_pixels(pixels, f"the {count} {media_type} frames")
     return count
 
 
@@ -389,7 +475,7 @@ def _frame_name(media_type: str, index: int) -> str:
     return f"frame {index + 1}" if media_type in _MULTI_PAGE else "image data"
 
 
-def _check_pixels(im: Image.Image, media_type: str, index: int, max_pixels: int) -> None:
+def _check_pixels(im: Image.Image, media_type: str, index: int, max_pixels: int) -> int:
     width, height = im.size
     if width * height > max_pixels:
         what = f"{media_type} frame {index + 1}" if media_type in _MULTI_PAGE else media_type
@@ -397,6 +483,7 @@ def _check_pixels(im: Image.Image, media_type: str, index: int, max_pixels: int)
             f"{what} declares {width}x{height} = {width * height} "
             f"pixels, above max_pixels {max_pixels} (possible decompression bomb)"
         )
+    return int(width * height)
 
 
 def _to_rgb(im: Image.Image, media_type: str) -> Image.Image:

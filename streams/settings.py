@@ -185,6 +185,18 @@ class AgentSettings(BaseModel):
     min_confidence: float = Field(default=DEFAULT_MIN_CONFIDENCE, ge=0, le=1)
     # Rasterized or decoded pages larger than this are refused (decompression bombs).
     max_page_pixels: int = Field(default=40_000_000, gt=0)
+    # A document's pages together: pixels (checked from the file's stated sizes before
+    # anything is rendered) and PNG bytes (checked as pages are encoded). 1 Gpx is 64
+    # A4 pages at 400 dpi, or 270 at 200 dpi.
+    max_document_pixels: int = Field(default=1_000_000_000, gt=0)
+    max_document_bytes: int = Field(default=1024**3, gt=0)
+    # Uploads are rendered in a child process (streams/sandbox.py): past this wall-clock
+    # time per document it is killed and the document dead-lettered. The default gives
+    # a 1 Gpx document about 8x what this takes on one core.
+    render_timeout_s: float = Field(default=120.0, gt=0)
+    # The render process's address space (RLIMIT_AS). About 0.55 GiB of it is the
+    # interpreter and its libraries; a page at max_page_pixels takes about 0.4 GiB more.
+    render_memory_bytes: int = Field(default=3 * 512 * 1024**2, ge=640 * 1024**2)
     # How fast the group notices a dead worker and hands its partitions on. Lower
     # is faster failover but a long GC pause or CPU starvation can then evict a
     # live worker; faust's own default is 60 s.

@@ -28,7 +28,7 @@ from pymupdf4llm.helpers import pymupdf_rag
 
 from schemas import TextLayer
 from schemas.pages import OcrBox, OcrResult
-from streams.media import open_pdf, pixels_at
+from streams.media import open_pdf, pixels_at, raise_if_out_of_memory
 
 # Importing PyMuPDF 2 switches on its ONNX layout model for the whole process, and
 # table detection then runs it on every page: 95 % of the time of a page here. The
@@ -91,12 +91,23 @@ def read_text_layer(data: bytes, *, dpi: int, max_pages: int, max_pixels: int) -
         except MemoryError:
             raise
         except Exception as exc:  # the converter's trouble: the text itself is still good
+            raise_if_out_of_memory(exc)
             log.warning("text layer: Markdown conversion failed (%s); plain text kept",
                         type(exc).__name__)  # fmt: skip
             note = f"no Markdown: the converter failed ({type(exc).__name__}); plain text kept"
             return [_with_warning(p, note) if p.chars else p for p in pages]
     markdown = {int(c["metadata"]["page"]): str(c["text"]).strip() for c in chunks}
     return [_with_markdown(p, markdown) for p in pages]
+
+
+def pages_to_render(pages: list[TextPage], mode: TextLayer) -> list[int] | None:
+    """The pages (1-based) whose pixels are needed beside `pages`' text layers: those not
+    answered under `mode` (none for `only`); None, all pages, when nothing was read."""
+    if not pages:
+        return None
+    if mode is TextLayer.only:
+        return []
+    return [p.page_no for p in pages if p.refusal(mode) is not None]
 
 
 def _with_warning(page: TextPage, note: str) -> TextPage:

@@ -44,6 +44,8 @@ from streams.agents.route import Router
 from streams.agents.table import JsonTable
 from streams.blobs import BlobStore
 from streams.envelope import Origin, Outgoing, tick
+from streams.media import Budget
+from streams.sandbox import Renderer
 from streams.settings import Settings
 from streams.topics import (
     CLASSIFIED,
@@ -231,7 +233,14 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
     app = _faust_app(settings)
     blobs = BlobStore.from_settings(settings.blobs)
     metrics = AgentMetrics(registry or CollectorRegistry(), topo.name(DLQ))
-    ingest = Ingest(topo, blobs, group=app_id, max_pixels=agents.max_page_pixels,
+    renderer = Renderer(
+        timeout_s=agents.render_timeout_s,
+        memory_bytes=agents.render_memory_bytes,
+        on_restart=lambda reason: metrics.render_restarts.labels(reason).inc(),
+    )
+    budget = Budget(max_pixels=agents.max_document_pixels, max_bytes=agents.max_document_bytes)
+    ingest = Ingest(topo, blobs, group=app_id, renderer=renderer,
+                    max_pixels=agents.max_page_pixels, budget=budget,
                     progress=agents.progress_events)  # fmt: skip
     route = Router(topo, group=app_id, min_confidence=agents.min_confidence,
                    progress=agents.progress_events)  # fmt: skip
@@ -311,6 +320,13 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
         done = topo.name(PAGES_DONE)
         await handling.send([tick(done, p) for p in range(PAGES_DONE.partitions)])
 
+    @app.task  # type: ignore[untyped-decorator]
+    async def watch_event_loop() -> None:
+        while True:
+            due = time.monotonic() + LOOP_LAG_SAMPLE_S
+            await asyncio.sleep(LOOP_LAG_SAMPLE_S)
+            metrics.loop_lag.observe(max(0.0, time.monotonic() - due))
+
     @app.page("/metrics")
     async def metrics_page(view: Any, request: Any) -> Any:
         # aiohttp refuses parameters (version, charset) in content_type; Prometheus
@@ -320,6 +336,9 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
         )
 
     return app
+
+
+LOOP_LAG_SAMPLE_S = 0.1
 
 
 class _Worker(faust.Worker):

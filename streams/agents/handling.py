@@ -34,11 +34,16 @@ from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential
 
 from streams.blobs import BlobStoreUnavailableError
 from streams.envelope import Origin, Outgoing, dead_letter, fit_dead_letter
+from streams.sandbox import RendererUnavailableError
 
 log = logging.getLogger(__name__)
 
 # Failures that say nothing about the record: retried, never dead-lettered.
-WORLD_ERRORS: tuple[type[BaseException], ...] = (BlobStoreUnavailableError, KafkaError)
+WORLD_ERRORS: tuple[type[BaseException], ...] = (
+    BlobStoreUnavailableError,
+    KafkaError,
+    RendererUnavailableError,
+)
 
 Step = Callable[[Origin], Awaitable[list[Outgoing]]]
 Send = Callable[[list[Outgoing]], Awaitable[None]]

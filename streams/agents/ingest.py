@@ -1,8 +1,9 @@
 """ingest: DocumentSubmitted -> one PageState per page, into the first stage's work topic.
 
 Bytes come inline or from the blob store; the real media type is sniffed from the
-bytes; PDFs are rasterized and images decoded safely (streams/media.py); each page
-is stored in the blob store as PNG and travels by reference. Operation `ocr` on a
+bytes; PDFs are rasterized and images decoded safely (streams/media.py) in a render
+process with a deadline and a memory cap (streams/sandbox.py); each page is stored in
+the blob store as PNG as it arrives, and travels by reference. Operation `ocr` on a
 PDF answers the pages whose own text layer is usable here, on the CPU
 (streams/text_layer.py): they go straight to docs.pages.done and are never rendered.
 A document that cannot be split goes to docs.dlq with the reason, and a `failed`
@@ -32,8 +33,9 @@ from streams.agents.deliver import webhook_record
 from streams.blobs import BlobStore, BlobStoreUnavailableError
 from streams.envelope import Origin, Outgoing, dead_letter, error_message, next_record
 from streams.routing import next_step
+from streams.sandbox import Renderer, RendererUnavailableError, RenderJob, TextLayerRead
 from streams.submit import stable_doc_id
-from streams.text_layer import TextPage, read_text_layer
+from streams.text_layer import TextPage
 from streams.topics import DLQ, RESULTS, Topology
 
 log = logging.getLogger(__name__)
@@ -48,14 +50,18 @@ class Ingest:
         blobs: BlobStore,
         *,
         group: str,
+        renderer: Renderer,
         max_pixels: int,
+        budget: media.Budget,
         progress: bool = False,
     ) -> None:
         self.progress = progress  # also write docs.progress (streams/progress.py)
         self.topology = topology
         self.blobs = blobs
         self.group = group
+        self.renderer = renderer
         self.max_pixels = max_pixels
+        self.budget = budget
 
     def handle(self, origin: Origin) -> list[Outgoing]:
         submitted: DocumentSubmitted | None = None
@@ -63,7 +69,7 @@ class Ingest:
             submitted = decode(DocumentSubmitted, origin.value)
             data = self._payload(submitted)
             return self._split(origin, submitted, data)
-        except BlobStoreUnavailableError:
+        except (BlobStoreUnavailableError, RendererUnavailableError):
             raise  # the world's fault, not the document's: the record is retried
         except Exception as exc:  # a hostile document can make anything raise
             log.warning(
@@ -100,24 +106,25 @@ class Ingest:
 
     def _split(self, origin: Origin, sub: DocumentSubmitted, data: bytes) -> list[Outgoing]:
         doc_id = sub.doc_id or stable_doc_id(data, sub.operation, sub.options)
-        text_pages = self._text_layer(sub, data)
+        job = RenderJob(data=data, dpi=sub.options.dpi, max_pages=sub.options.max_pages,
+                        max_pixels=self.max_pixels, budget=self.budget,
+                        text_layer=self._text_layer_mode(sub))  # fmt: skip
+        text_pages: list[TextPage] = []
+        images: dict[int, BlobRef] = {}
+        for item in self.renderer.pages(job):
+            if isinstance(item, TextLayerRead):
+                text_pages = item.pages
+                continue
+            stored = self.blobs.put(item.png)  # one page at a time: none is held on to
+            images[item.page_no] = BlobRef(uri=stored.uri, sha256=stored.sha256,
+                                           media_type="image/png",
+                                           size_bytes=stored.size_bytes, width=item.width,
+                                           height=item.height)  # fmt: skip
         mode = sub.options.text_layer
-        answered = {p.page_no: p for p in text_pages if p.refusal(mode) is None}
-        render = None
-        if text_pages:  # only what the text layer does not answer (nothing, for `only`)
-            render = [] if mode is TextLayer.only else [
-                p.page_no for p in text_pages if p.page_no not in answered]  # fmt: skip
-        rendered = media.split_pages(data, dpi=sub.options.dpi, max_pages=sub.options.max_pages,
-                                     max_pixels=self.max_pixels, render=render)  # fmt: skip
-        count = len(text_pages) or len(rendered)
-        source = self._source_ref(data) if text_pages and len(rendered) < count else None
-        states: dict[int, PageState] = {}
-        for page in rendered:
-            stored = self.blobs.put(page.png)
-            image = BlobRef(uri=stored.uri, sha256=stored.sha256, media_type="image/png",
-                            size_bytes=stored.size_bytes, width=page.width,
-                            height=page.height)  # fmt: skip
-            states[page.page_no] = self._page(sub, doc_id, page.page_no, count, image)
+        answered = {p.page_no for p in text_pages if p.refusal(mode) is None}
+        count = len(text_pages) or len(images)
+        source = self._source_ref(data) if text_pages and len(images) < count else None
+        states = {n: self._page(sub, doc_id, n, count, image) for n, image in images.items()}
         for text_page in text_pages:
             if text_page.page_no in states:
                 continue
@@ -141,14 +148,13 @@ class Ingest:
                  media.sniff(data), len(data), count, len(answered))  # fmt: skip
         return out
 
-    def _text_layer(self, sub: DocumentSubmitted, data: bytes) -> list[TextPage]:
-        """The PDF's text layer, for operation ocr when the submission allows it."""
+    @staticmethod
+    def _text_layer_mode(sub: DocumentSubmitted) -> TextLayer | None:
+        """Whether a PDF's text layer is read (operation ocr, unless the submission
+        says never), and under which mode."""
         if sub.operation is not Operation.ocr or sub.options.text_layer is TextLayer.never:
-            return []
-        if media.sniff(data) != media.PDF:
-            return []
-        return read_text_layer(data, dpi=sub.options.dpi, max_pages=sub.options.max_pages,
-                               max_pixels=self.max_pixels)  # fmt: skip
+            return None
+        return sub.options.text_layer
 
     def _source_ref(self, data: bytes) -> BlobRef:
         """The submitted PDF itself: what a page answered from its text layer was read

@@ -9,6 +9,8 @@ from streams.metrics import count_dead_letter, dead_letters_counter
 
 # From a route hop (milliseconds) to rasterizing a 200-page PDF (minutes).
 _LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+# A healthy loop answers within milliseconds; the consumer's heartbeat every few seconds.
+_LOOP_LAG_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30)
 
 
 class AgentMetrics:
@@ -51,6 +53,19 @@ class AgentMetrics:
             registry=registry,
         )
         self.dead_letters = dead_letters_counter(registry)
+        self.loop_lag = Histogram(
+            "pagestream_agent_event_loop_lag_seconds",
+            "How late the event loop ran a callback due now (sampled every 100 ms): what "
+            "a heartbeat or a fetch waits for while something holds the loop or the GIL.",
+            buckets=_LOOP_LAG_BUCKETS,
+            registry=registry,
+        )
+        self.render_restarts = Counter(
+            "pagestream_agent_render_restarts_total",
+            "Render processes replaced, by reason (timeout, memory, crash, error).",
+            ["reason"],
+            registry=registry,
+        )
 
     def record(self, agent: str, emits: list[Outgoing], seconds: float) -> None:
         self.records_in.labels(agent).inc()

@@ -83,12 +83,8 @@ def _pdf(pages: int, *, size_pt: tuple[float, float] = (200, 100), **save: Any) 
     return data
 
 
-def pdf_without_pages() -> bytes:
-    """A well-formed PDF with an empty page tree (PyMuPDF refuses to save one)."""
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [] /Count 0 >>",
-    ]
+def _raw_pdf(objects: list[bytes]) -> bytes:
+    """A PDF of these objects (numbered from 1, object 1 the catalog), xref and all."""
     out = bytearray(b"%PDF-1.7\n")
     offsets = []
     for number, body in enumerate(objects, start=1):
@@ -102,6 +98,57 @@ def pdf_without_pages() -> bytes:
         xref,
     )
     return bytes(out)
+
+
+def pdf_without_pages() -> bytes:
+    """A well-formed PDF with an empty page tree (PyMuPDF refuses to save one)."""
+    return _raw_pdf([
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [] /Count 0 >>",
+    ])  # fmt: skip
+
+
+def _stream(entries: bytes, data: bytes) -> bytes:
+    return b"<< " + entries + b" /Length %d >>\nstream\n" % len(data) + data + b"\nendstream"
+
+
+def laughing_pdf(depth: int, fanout: int = 10) -> bytes:
+    """A 3 KB, one-page PDF that takes minutes to render: each form XObject draws the
+    next one `fanout` times, `depth` levels deep, so the page paints fanout**depth
+    squares (the PDF cousin of XML's billion laughs). At 72 dpi on the machine this was
+    written on: depth 6 with fanout 20 renders in about 50 s, depth 8 in 96 s and needs
+    more than 0.5 GiB."""
+    first_form = 5
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 100] "
+        b"/Resources << /XObject << /F %d 0 R >> >> /Contents 4 0 R >>" % first_form,
+        _stream(b"", b"/F Do"),
+    ]
+    form = b"/Type /XObject /Subtype /Form /BBox [0 0 200 100]"
+    for level in range(depth):
+        if level == depth - 1:
+            body = b"".join(b"%d %d 1 1 re f\n" % (i * 3 % 200, i % 100) for i in range(fanout))
+            objects.append(_stream(form, body))
+        else:
+            body = b"".join(b"q 1 0 0 1 %d 0 cm /F Do Q\n" % (i % 3) for i in range(fanout))
+            nxt = first_form + level + 1
+            objects.append(_stream(form + b" /Resources << /XObject << /F %d 0 R >> >>" % nxt,
+                                   body))  # fmt: skip
+    return _raw_pdf(objects)
+
+
+def blank_pdf(pages: int, *, size_pt: tuple[float, float]) -> bytes:
+    """`pages` empty pages of `size_pt` points: cheap to send, as large to render as asked."""
+    doc: Any = pymupdf.open()  # type: ignore[no-untyped-call]
+    try:
+        for _ in range(pages):
+            doc.new_page(width=size_pt[0], height=size_pt[1])
+        data: bytes = doc.tobytes(no_new_id=True)
+    finally:
+        doc.close()
+    return data
 
 
 def encode(image: Image.Image, fmt: str, **params: Any) -> bytes:

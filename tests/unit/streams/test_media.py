@@ -340,3 +340,39 @@ def test_hostile_bytes_raise_only_media_errors(
         for page in pages:
             assert page.png.startswith(PNG_MAGIC)
             assert page.width * page.height <= 200_000
+
+
+# --- the document's budget ------------------------------------------------------------
+
+
+def test_a_pdf_over_the_pixel_budget_is_refused_before_any_page_is_rendered() -> None:
+    from streams.media import Budget, DocumentTooLargeError, iter_pages
+    from tests.support.bad_inputs import blank_pdf
+
+    # Each page alone is within max_pixels; 3 of them are not within the budget.
+    data = blank_pdf(3, size_pt=(400, 500))  # 200 000 pixels a page at 72 dpi
+    pages = iter_pages(data, **LIMITS, budget=Budget(max_pixels=500_000, max_bytes=10**9))
+    with pytest.raises(DocumentTooLargeError, match=r"3 PDF pages .* 600000 pixels.*500000"):
+        next(pages)  # the first page is never rendered
+    assert len(split(data)) == 3  # the same document without the budget
+
+
+def test_frames_over_the_pixel_budget_are_refused_before_decoding() -> None:
+    from streams.media import Budget, DocumentTooLargeError, iter_pages
+
+    frame = Image.new("RGB", (500, 400), "white")
+    data = encode(frame, "TIFF", save_all=True, append_images=[frame, frame])
+    with pytest.raises(DocumentTooLargeError, match=r"3 image/tiff frames.*600000 pixels"):
+        next(iter_pages(data, **LIMITS, budget=Budget(max_pixels=500_000, max_bytes=10**9)))
+
+
+def test_page_images_over_the_byte_budget_stop_at_the_page_that_crosses_it() -> None:
+    from streams.media import Budget, DocumentTooLargeError, iter_pages
+
+    noise = Image.effect_noise((300, 300), 100).convert("RGB")  # barely compresses
+    data = encode(noise, "TIFF", save_all=True, append_images=[noise, noise])
+    one = len(split(data)[0].png)
+    pages = iter_pages(data, **LIMITS, budget=Budget(max_pixels=10**9, max_bytes=2 * one + 1))
+    assert [next(pages).page_no, next(pages).page_no] == [1, 2]
+    with pytest.raises(DocumentTooLargeError, match=f"budget of {2 * one + 1} bytes by page 3"):
+        next(pages)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,8 @@ from schemas import headers as h
 from streams.agents.ingest import Ingest
 from streams.blobs import BlobStore
 from streams.envelope import Origin
+from streams.media import Budget
+from streams.sandbox import Renderer
 from streams.topics import DLQ, GPU_CLASSIFY, GPU_ORIENT, RAW, RESULTS, WEBHOOKS, Topology
 from synth.pdf import images_to_pdf
 
@@ -50,9 +53,18 @@ def _submitted(data: bytes, **fields: object) -> bytes:
     return sub.model_dump_json().encode()
 
 
+@pytest.fixture(scope="module")
+def renderer() -> Iterator[Renderer]:
+    r = Renderer(timeout_s=60, memory_bytes=2 * 1024**3)
+    yield r
+    r.close()
+
+
 @pytest.fixture
-def ingest(tmp_path: Path) -> Ingest:
-    return Ingest(TOPO, BlobStore(str(tmp_path / "blobs")), group="g", max_pixels=10_000_000)
+def ingest(tmp_path: Path, renderer: Renderer) -> Ingest:
+    budget = Budget(max_pixels=10**9, max_bytes=10**9)
+    return Ingest(TOPO, BlobStore(str(tmp_path / "blobs")), group="g", renderer=renderer,
+                  max_pixels=10_000_000, budget=budget)  # fmt: skip
 
 
 def test_an_image_becomes_one_page_on_the_first_stage(ingest: Ingest) -> None:
@@ -181,3 +193,18 @@ def test_other_operations_never_read_the_text_layer(ingest: Ingest) -> None:
     data, _ = _mixed_pdf()
     out = ingest.handle(_origin(_submitted(data, doc_id="c", operation="classify")))
     assert [o.topic for o in out] == [TOPO.name(GPU_ORIENT)] * 3
+
+
+def test_a_document_over_its_budget_is_dead_lettered_naming_it(
+    tmp_path: Path, renderer: Renderer
+) -> None:
+    budget = Budget(max_pixels=5_000, max_bytes=10**9)
+    small = Ingest(TOPO, BlobStore(str(tmp_path / "blobs")), group="g", renderer=renderer,
+                   max_pixels=10_000_000, budget=budget)  # fmt: skip
+    pdf = images_to_pdf([Image.new("RGB", (64, 48), "white")] * 2, dpi=72)
+    dead, failed = small.handle(_origin(_submitted(pdf, doc_id="d9", options={"dpi": 72})))
+    assert dead.topic == TOPO.name(DLQ)
+    assert "document budget of 5000 pixels" in (dead.header(h.ERROR_EXCEPTION_MESSAGE) or "")
+    result = decode(DocumentResult, failed.value)
+    assert result.status == "failed" and "DocumentTooLargeError" in result.errors[0]
+    assert not list((tmp_path / "blobs").rglob("*.png"))  # nothing was rendered or stored

@@ -1,0 +1,292 @@
+"""Untrusted bytes become pages in a child process, under a deadline and a memory cap.
+
+Rasterizing a PDF or decoding an image runs code that the uploader steers: PyMuPDF
+holds the GIL while it renders (a thread would stall the agent's event loop, its
+heartbeats and every partition it serves), a tiny PDF can nest drawings so that one
+page takes hours, and a page can ask for gigabytes. So ingest hands the bytes to a
+render process of its own and reads the pages back one at a time:
+
+- the process runs with RLIMIT_AS at ``memory_bytes``: an allocation past it fails in
+  the child (Pillow and MuPDF raise), never in the agent, and the kernel's OOM killer
+  has no reason to pick the agent;
+- the whole document has ``timeout_s``: past it the child is killed (SIGKILL: MuPDF
+  does not look at signals while it renders) and a fresh one takes its place;
+- a child that dies (killed, crashed, out of memory) is replaced on the next document;
+  the document it was working on fails with an error naming what happened, and is
+  never retried: the same bytes would kill the next child too.
+
+Each failure is a MediaError, so ingest dead-letters the document and ends it as
+`failed` like any other bad upload. The child is a fresh interpreter (``python -m
+streams.sandbox``, not a fork of the threaded agent) on one end of a socket pair; it
+ends when the agent closes its end, and each document also gets an RLIMIT_CPU of its
+deadline, so a child whose agent died mid-document does not render on for hours.
+Pages cross the socket one at a time, so neither process holds a whole document.
+
+This bounds time and memory; it is not a wall against code execution through a flaw in
+MuPDF or Pillow (no seccomp, same user; results come back pickled). Run the agents
+under their own unprivileged user as well.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from schemas import TextLayer
+from streams import media
+from streams.media import Budget, MediaError, PageImage
+from streams.text_layer import TextPage, pages_to_render, read_text_layer
+
+log = logging.getLogger(__name__)
+
+# A new render process imports PyMuPDF and Pillow before it says it is ready; that is
+# not part of any document's deadline.
+STARTUP_TIMEOUT_S = 60.0
+
+
+class RenderTimeoutError(MediaError):
+    pass
+
+
+class RenderMemoryError(MediaError):
+    pass
+
+
+class RenderCrashedError(MediaError):
+    pass
+
+
+class RendererUnavailableError(RuntimeError):
+    """No render process could be started: the machine's fault, not the document's (the
+    record is retried, like a blob store outage)."""
+
+
+class RenderFailedError(MediaError):
+    """The child raised something that is not a MediaError (named by class only)."""
+
+
+@dataclass(frozen=True)
+class RenderJob:
+    data: bytes
+    dpi: int
+    max_pages: int
+    max_pixels: int  # per page
+    budget: Budget
+    # Read the PDF's text layer first, under this mode (None: do not read it).
+    text_layer: TextLayer | None = None
+
+
+@dataclass(frozen=True)
+class TextLayerRead:
+    """The first item of every job: the text layer's pages (empty when not read)."""
+
+    pages: list[TextPage]
+
+
+def paginate(job: RenderJob) -> Iterator[TextLayerRead | PageImage]:
+    """What the child runs (and what tests can run in-process): the text layer, then
+    each page that needs pixels, rendered or decoded."""
+    text: list[TextPage] = []
+    if job.text_layer is not None and media.sniff(job.data) == media.PDF:
+        text = read_text_layer(job.data, dpi=job.dpi, max_pages=job.max_pages,
+                               max_pixels=job.max_pixels)  # fmt: skip
+    yield TextLayerRead(text)
+    render = pages_to_render(text, job.text_layer) if job.text_layer is not None else None
+    yield from media.iter_pages(job.data, dpi=job.dpi, max_pages=job.max_pages,
+                                max_pixels=job.max_pixels, render=render,
+                                budget=job.budget)  # fmt: skip
+
+
+class Renderer:
+    """One render process, used by one thread at a time (ingest takes a document at a
+    time; more render capacity is more agent workers)."""
+
+    def __init__(
+        self,
+        *,
+        timeout_s: float,
+        memory_bytes: int,
+        on_restart: Callable[[str], None] | None = None,
+    ) -> None:
+        self.timeout_s = timeout_s
+        self.memory_bytes = memory_bytes
+        self.on_restart = on_restart
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._conn: Connection | None = None
+        self.restarts: dict[str, int] = {}  # reason -> count, for metrics and tests
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
+    def pages(self, job: RenderJob) -> Iterator[TextLayerRead | PageImage]:
+        """`paginate(job)`, run in the render process. Raises RenderTimeoutError,
+        RenderMemoryError, RenderCrashedError or the MediaError the child raised."""
+        with self._lock:
+            conn = self._ready()
+            deadline = time.monotonic() + self.timeout_s
+            finished = False
+            try:
+                conn.send(job)
+                while True:
+                    kind, value = self._receive(conn, deadline)
+                    if kind == "done":
+                        finished = True
+                        return
+                    if kind == "item":
+                        yield value
+                        continue
+                    finished = kind == "media"  # the child is fine after a MediaError
+                    raise _error(kind, value, self.memory_bytes)
+            finally:
+                if not finished:
+                    # Stopped mid-document (an error, or the caller gave up): what the
+                    # child still sends belongs to no one, so it goes.
+                    self._discard()
+
+    def close(self) -> None:
+        with self._lock:
+            self._discard()
+
+    def _ready(self) -> Connection:
+        if self._proc is not None and self._proc.poll() is None and self._conn is not None:
+            return self._conn
+        self._discard()
+        ours, theirs = socket.socketpair()
+        with ours, theirs:
+            cmd = [sys.executable, "-m", "streams.sandbox", str(theirs.fileno()),
+                   str(self.memory_bytes), str(self.timeout_s)]  # fmt: skip
+            # Its stdout and stderr are the agent's: a crash's traceback lands in its log.
+            proc = subprocess.Popen(cmd, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)  # noqa: S603
+            parent = Connection(ours.detach())
+        self._proc, self._conn = proc, parent
+        try:
+            ready = parent.poll(STARTUP_TIMEOUT_S) and parent.recv() == ("ready", proc.pid)
+        except (EOFError, OSError):
+            ready = False
+        if not ready:
+            self._discard()
+            raise RendererUnavailableError(
+                f"the render process did not start within {STARTUP_TIMEOUT_S:g} s"
+            )
+        log.info("render process %d started (memory limit %d bytes, %.0f s per document)",
+                 proc.pid, self.memory_bytes, self.timeout_s)  # fmt: skip
+        return parent
+
+    def _receive(self, conn: Connection, deadline: float) -> tuple[str, Any]:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not conn.poll(remaining):
+            self._replaced("timeout")
+            raise RenderTimeoutError(
+                f"rendering took longer than the {self.timeout_s:g} s limit per document "
+                "(render_timeout_s); the render process was killed"
+            )
+        try:
+            message: tuple[str, Any] = conn.recv()
+        except (EOFError, OSError):
+            code = self._exit_code()
+            self._replaced("crash")
+            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+            raise RenderCrashedError(
+                f"the render process {how} while rendering this document"
+            ) from None
+        if message[0] in ("memory", "error"):
+            self._replaced(message[0])
+        return message
+
+    def _exit_code(self) -> int:
+        assert self._proc is not None  # noqa: S101 - a job runs only on a started process
+        try:
+            return self._proc.wait(5)
+        except subprocess.TimeoutExpired:
+            return 0
+
+    def _replaced(self, reason: str) -> None:
+        self.restarts[reason] = self.restarts.get(reason, 0) + 1
+        if self.on_restart is not None:
+            self.on_restart(reason)
+        pid = self._proc.pid if self._proc is not None else None
+        log.warning("render process %s replaced: %s", pid, reason)
+        self._discard()
+
+    def _discard(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                self._proc.kill()
+            self._proc.wait(5)
+        self._proc, self._conn = None, None
+
+
+def _error(kind: str, value: Any, memory_bytes: int) -> MediaError:
+    if kind == "media" and isinstance(value, MediaError):
+        return value
+    text = str(value)
+    if kind == "memory":
+        return RenderMemoryError(
+            f"rendering needed more than the {memory_bytes} bytes the render process may "
+            f"use (render_memory_bytes): {text}"
+        )
+    return RenderFailedError(f"rendering failed: {text}")
+
+
+# --- the child ----------------------------------------------------------------------
+
+
+def _serve(conn: Connection, memory_bytes: int, timeout_s: float) -> None:
+    # Ctrl-C reaches the whole process group; the agent decides when this one ends.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    try:
+        conn.send(("ready", os.getpid()))
+        while _serve_one(conn, timeout_s):
+            pass
+    except (EOFError, OSError):
+        return  # the agent closed its end, or died: nobody is waiting for pages
+
+
+def _serve_one(conn: Connection, timeout_s: float) -> bool:
+    """One document; False when this process should end."""
+    job = conn.recv()
+    # Rendering is one thread: CPU seconds never outrun the agent's wall-clock limit,
+    # which kills this process first while the agent lives.
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = math.ceil(used.ru_utime + used.ru_stime + timeout_s) + 2
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, resource.RLIM_INFINITY))
+    try:
+        for item in paginate(job):
+            conn.send(("item", item))
+        conn.send(("done", None))
+    except MediaError as exc:
+        conn.send(("media", exc))
+    except MemoryError as exc:
+        conn.send(("memory", str(exc) or "MemoryError"))
+        return False  # the heap may be in any state: start afresh
+    except OSError:
+        raise  # the socket: see _serve
+    except Exception as exc:
+        conn.send(("error", type(exc).__name__))
+        return False
+    return True
+
+
+if __name__ == "__main__":
+    # Through the module, not this __main__ copy: the classes it sends must pickle as
+    # streams.sandbox.*, which is what the agent has.
+    from streams.sandbox import _serve as serve
+
+    serve(Connection(int(sys.argv[1])), int(sys.argv[2]), float(sys.argv[3]))
