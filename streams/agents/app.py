@@ -278,6 +278,7 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
                               max_record_bytes=settings.kafka.max_record_bytes)  # fmt: skip
 
     notify = WebhookNotifier(settings.agents, metrics, handling)
+    cast(Transport, app.transport).before_wait_empty.append(notify.hand_back)
 
     async def ingest_step(origin: Origin) -> list[Outgoing]:
         # Rasterizing is CPU work: off the event loop, which serves heartbeats.

@@ -1,16 +1,20 @@
 """faust's aiokafka transport with the consumer the agents need.
 
-Two departures from faust's own:
+Three departures from faust's own:
 - read_committed: faust reads read_uncommitted unless its (unreliable) exactly_once
   guarantee is on, so records of the GPU node's aborted transactions would be routed
   and delivered, and the node's exactly-once would stop at the agents;
 - `RewindingConsumer`: a workaround for a faust/aiokafka interaction that otherwise
-  leaves a kept partition at its log end after a rebalance.
+  leaves a kept partition at its log end after a rebalance;
+- `Transport.before_wait_empty`: on a rebalance (and a stop) faust waits until every
+  record an agent took is acknowledged, and every worker of the group waits with it.
+  An agent whose records wait on the outside world (notify, on a webhook receiver that
+  never answers) hands them back first, instead of holding the group for its retries.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
 from faust.transport.drivers import aiokafka as faust_aiokafka
@@ -58,6 +62,11 @@ class RewindingConsumer(faust_aiokafka.Consumer):
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
         return _RewindingConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
+    async def wait_empty(self) -> None:
+        for hook in cast(Transport, self.transport).before_wait_empty:
+            await hook()
+        await super().wait_empty()
+
     async def perform_seek(self) -> None:
         # Recovery.on_recovery_completed seeks with the flow running (partitions just
         # resumed), then clears the stream buffers and resumes the flow: records
@@ -71,3 +80,8 @@ class RewindingConsumer(faust_aiokafka.Consumer):
 
 class Transport(faust_aiokafka.Transport):
     Consumer = RewindingConsumer
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Run before faust waits for every record taken to be acknowledged.
+        self.before_wait_empty: list[Callable[[], Awaitable[None]]] = []

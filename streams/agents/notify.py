@@ -19,14 +19,23 @@ of a partition, and a gap of exactly one offset: `Consumer._new_offset`).
 A POST that keeps failing becomes a dead letter of the webhook record (stage
 `webhook`, original topic docs.webhooks): `pagestream dlq replay` puts it back there
 and it is POSTed again, same body, same idempotency key.
+
+On a rebalance faust waits until every record taken is acknowledged, and the whole
+group waits with it: a receiver that never answers would hold every worker for up to
+webhook_attempts x webhook_timeout_s. So before that wait (consumer.py) the POSTs
+under way are cancelled and their records written to docs.webhooks again (same key,
+so the same partition, whoever owns it next); once the broker has the copies, the
+originals are acknowledged. A receiver that got the cancelled POST gets it again,
+with the same idempotency key.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
-from functools import partial
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import faust
@@ -41,8 +50,28 @@ from streams.envelope import Origin, Outgoing
 from streams.settings import AgentSettings
 from streams.webhook import WebhookError, WebhookPolicy
 
+log = logging.getLogger(__name__)
+
 STAGE = "webhook"  # the dead letters' stage and the trace hop
 AGENT = "notify"
+# How long a hand-back may wait for the broker before leaving the records to be
+# POSTed again after the rebalance (faust's own wait then takes over).
+HAND_BACK_TIMEOUT_S = 10.0
+
+
+@dataclass(eq=False)
+class _Post:
+    """One record taken: its POST, and when its input may be acknowledged."""
+
+    origin: Origin
+    task: asyncio.Task[None] | None = None
+    # Set once the POST or its dead letter is done, or the record was handed back.
+    settled: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+    async def wait(self) -> None:
+        await self.settled
 
 
 class WebhookNotifier:
@@ -61,6 +90,8 @@ class WebhookNotifier:
         self._concurrency = settings.webhook_concurrency
         self._limit = settings.max_in_flight
         self._client: httpx.AsyncClient | None = None
+        self._posts: set[_Post] = set()  # taken and not settled
+        self._slots = asyncio.Semaphore(self._concurrency)  # POSTs under way
 
     async def post(self, origin: Origin) -> list[Outgoing]:
         """A record's POST: nothing to send once delivered. Raises when it cannot be
@@ -88,21 +119,62 @@ class WebhookNotifier:
         self._metrics.webhooks.labels("delivered").inc()
         return []
 
-    async def _deliver(self, origin: Origin, slots: asyncio.Semaphore) -> None:
+    async def _deliver(self, post: _Post, slots: asyncio.Semaphore) -> None:
         """POST (or dead-letter) one record, then free its slot; never raises but for
         cancellation (RecordHandling dead-letters what fails and retries the broker)."""
         started = time.perf_counter()
         try:
-            sent = await self._handling.start(STAGE, origin, self.post)
-            emits = await self._handling.settle(STAGE, origin, sent)
+            sent = await self._handling.start(STAGE, post.origin, self.post)
+            emits = await self._handling.settle(STAGE, post.origin, sent)
+        except asyncio.CancelledError:
+            raise  # a stop, or a hand-back, which settles the record itself
+        except BaseException as exc:
+            # Not expected (see above); the window acknowledges nothing past it.
+            self._posts.discard(post)
+            post.settled.set_exception(exc)
+            raise
         finally:
             slots.release()
+        self._settle(post)
         self._metrics.record(AGENT, emits, time.perf_counter() - started)
+
+    def _settle(self, post: _Post) -> None:
+        self._posts.discard(post)
+        if not post.settled.done():
+            post.settled.set_result(None)
+
+    async def hand_back(self) -> None:
+        """Cancel the POSTs under way and write their records to docs.webhooks again,
+        so that they can be acknowledged now (see the module docstring)."""
+        pending = [p for p in self._posts if p.task is not None and not p.task.done()]
+        for post in pending:
+            assert post.task is not None  # noqa: S101 - filtered above
+            post.task.cancel()
+        await asyncio.gather(*(p.task for p in pending if p.task), return_exceptions=True)
+        pending = [p for p in pending if not p.settled.done()]  # finished meanwhile: done
+        if not pending:
+            return
+        copies = [Outgoing(p.origin.topic, p.origin.key, p.origin.value,
+                           list(p.origin.headers)) for p in pending]  # fmt: skip
+        try:
+            await asyncio.wait_for(self._handling.send(copies), HAND_BACK_TIMEOUT_S)
+        except Exception as exc:  # the broker: POST them here after all, as before
+            log.warning("notify: %d webhook records not handed back (%s); POSTing them "
+                        "again here", len(pending), type(exc).__name__)  # fmt: skip
+            loop = asyncio.get_running_loop()
+            for post in pending:
+                await self._slots.acquire()
+                post.task = loop.create_task(self._deliver(post, self._slots))
+            return
+        log.info("notify: %d webhook records under way handed back to %s", len(pending),
+                 pending[0].origin.topic)  # fmt: skip
+        for post in pending:
+            self._settle(post)
 
     async def run(self, stream: faust.StreamT[Any]) -> AsyncIterator[None]:
         """The agent's loop: see the module docstring."""
         manual = cast(faust.Stream[Any], stream).noack()  # the windows acknowledge
-        slots = asyncio.Semaphore(self._concurrency)  # POSTs under way
+        slots = self._slots
         room = asyncio.Semaphore(self._limit)  # records taken and not acknowledged
 
         async def ack(event: Any) -> object:
@@ -119,14 +191,16 @@ class WebhookNotifier:
                 origin = Origin.from_faust_event(event)
                 await room.acquire()
                 await slots.acquire()
-                task = loop.create_task(self._deliver(origin, slots))
-                posts.add(task)
-                task.add_done_callback(posts.discard)
+                post = _Post(origin)
+                post.task = loop.create_task(self._deliver(post, slots))
+                self._posts.add(post)
+                posts.add(post.task)
+                post.task.add_done_callback(posts.discard)
                 window = windows.get(origin.partition)
                 if window is None:
                     window = Window(f"{AGENT}[{origin.partition}]", ack, self._limit)
                     windows[origin.partition] = window
-                await window.put(InFlight(event, partial(_done, task)))
+                await window.put(InFlight(event, post.wait))
                 yield None
         finally:
             # Records in flight stay unacknowledged: POSTed again after a restart or by
@@ -135,7 +209,3 @@ class WebhookNotifier:
                 window.close()
             for task in posts:
                 task.cancel()
-
-
-async def _done(task: asyncio.Task[None]) -> None:
-    await task

@@ -174,3 +174,41 @@ def test_failed_and_partial_results_reach_the_callback(
     deliveries = {decode(WebhookDelivery, m.value()).doc_id: m for m in records}
     assert sorted(deliveries) == ["half", "unreadable"]
     assert all(m.key() == d.encode() for d, m in deliveries.items())
+
+
+def test_a_rebalance_hands_back_a_post_waiting_on_a_silent_receiver(
+    cli_env: Settings, topology: Topology, make_page, tmp_path: Path
+) -> None:
+    # faust waits, on a rebalance, until every record taken is acknowledged, and the
+    # whole group waits with it. Before: the worker POSTing to a silent receiver held
+    # the group until faust's rebalance timeout (60 s) evicted it, and with it every
+    # other agent's work; now the record is handed back within seconds.
+    settings = cli_env
+    env = {"WEBHOOK_SECRET": SECRET, "WEBHOOK_ALLOW_PRIVATE": "true",
+           "WEBHOOK_TIMEOUT_S": "600", "WEBHOOK_ATTEMPTS": "1"}  # fmt: skip
+    with support.webhook_receiver() as hook:
+        hook.silent.add("/silent")
+        pages = [_done_page(make_page, "held", hook.at("/silent"))]
+        produce_pages(settings, topology.name(PAGES_DONE), pages)
+        workers = [support.start_worker(tmp_path / "first.log", **env)]
+        try:
+            _wait("the held POST", lambda: len(hook.held) == 1, 90)
+            workers.append(support.start_worker(tmp_path / "second.log", **env))
+            # The second worker's join revokes every partition: the POST still waiting
+            # is cancelled, its record written again, and its partition's owner POSTs it.
+            _wait("the handed-back POST", lambda: len(hook.held) == 2, 45)
+            assert len({r.headers[IDEMPOTENCY_HEADER] for r in hook.held}) == 1
+            assert hook.held[0].body == hook.held[1].body
+            # The group works on while the receiver stays silent.
+            others = [f"after-{i}" for i in range(4)]
+            produce_pages(settings, topology.name(PAGES_DONE),
+                          [_done_page(make_page, d, hook.url) for d in others])  # fmt: skip
+            _wait("the other webhooks", lambda: len(hook.received) == len(others), 60)
+            assert all(w.poll() is None for w in workers)
+            # No dead letter: the handed-back record was never a failure.
+            assert not dlq.list_dead(settings, dlq.Filter(doc_id="held"))
+        finally:
+            for w in workers:
+                w.stop()
+            for w in workers:
+                print(w.tail())
