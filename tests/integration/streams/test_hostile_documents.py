@@ -2,11 +2,12 @@
 
 A PDF that takes minutes to render, a page past the render process's memory, a
 document over its pixel budget, a decompression bomb and a webhook receiver that never
-answers, among ordinary documents, through a real `pagestream agents` worker and the
-broker: every ordinary document completes, every hostile one fails naming its limit,
-the worker keeps its place in the group (the same member id: an evicted worker rejoins
-under a new one), its event loop never stalls for a heartbeat interval, and its memory
-stays under the ceiling stated in the README.
+answers, among ordinary documents and the heaviest document the limits allow, through
+a real `pagestream agents` worker and the broker: every ordinary document completes,
+every hostile one fails naming its limit, the worker keeps its place in the group (the
+same member id: an evicted worker rejoins under a new one), its event loop never
+stalls for a heartbeat interval, and its memory stays under the ceiling stated in the
+README.
 
 Before the render process, the slow PDF held the worker's GIL for its whole render
 (PyMuPDF in a thread), starving the loop's heartbeats, and the big page was
@@ -126,8 +127,11 @@ def test_hostile_documents_fail_by_their_limits_while_the_worker_keeps_its_parti
             ordinary(n)
         sub.submit_bytes(good["png"], operation=Operation.classify, options=options,
                          doc_id="ok-tarpit", callback=hook.at("/tarpit"))  # fmt: skip
+        # The heaviest document the limits allow: 10 pages of 9 Mpx, 90 % of the budget.
+        sub.submit_bytes(blank_pdf(10, size_pt=(3000, 3000)), operation=Operation.classify,
+                         options=options, doc_id="ok-heaviest")  # fmt: skip
         sub.flush()
-        expected = 1 + 2 * len(hostile) + 1
+        expected = 1 + 2 * len(hostile) + 2
         results = read_committed(settings, [topology.name(RESULTS)], expect=expected,
                                  timeout_s=240)  # fmt: skip
         dead = read_committed(settings, [topology.name(DLQ)], expect=len(hostile) + 1, timeout_s=60)
@@ -137,6 +141,7 @@ def test_hostile_documents_fail_by_their_limits_while_the_worker_keeps_its_parti
     for n in range(len(hostile) + 1):
         assert by_doc[f"ok-{n}"].status == "completed", by_doc.get(f"ok-{n}")
     assert by_doc["ok-tarpit"].status == "completed"
+    assert by_doc["ok-heaviest"].status == "completed" and by_doc["ok-heaviest"].page_count == 10
     reasons = {
         m.key().decode(): dict(m.headers())[headers.ERROR_EXCEPTION_MESSAGE].decode()
         for m in dead
