@@ -16,8 +16,10 @@ between the two clients.
 
 from __future__ import annotations
 
+import os
 import socket
 import ssl
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -145,6 +147,10 @@ class BrokerSettings(BaseModel):
     pom: Path = _REPO / "ops" / "kafka" / "pom.xml"
     heap: str = "1g"
     start_timeout_s: float = 90.0
+    # SASL_SSL (SCRAM-SHA-512) client listener, TLS from a CA made in data_dir, the
+    # StandardAuthorizer refusing what no ACL allows; a password per role in
+    # data_dir/credentials (see streams/broker.py, streams/credentials.py).
+    secure: bool = False
 
 
 class TopicSettings(BaseModel):
@@ -417,3 +423,9 @@ class Settings(BaseSettings):
     def topology(self) -> Topology:
         """Topic names, consumer groups and the agents' app id on this cluster."""
         return Topology(self.topics.prefix, self.agents.app_id)
+
+
+def child_environment(overrides: Mapping[str, str]) -> dict[str, str]:
+    """This process's environment with `overrides` (a child's own settings, such as the
+    credentials of its role): what a child process started by pagestream inherits."""
+    return {**os.environ, **overrides}

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from streams import broker as broker_mod
+from streams import credentials
 from streams.cli.common import fail, out, settings
 
 broker_app = typer.Typer(no_args_is_help=True, help="The embedded KRaft broker.")
@@ -28,11 +29,21 @@ def broker_start(
             "node k listens on the port + 10*(k-1). Default: PAGESTREAM_BROKER__NODES (1).",
         ),
     ] = None,
+    secure: Annotated[
+        bool | None,
+        typer.Option(
+            "--secure/--plaintext",
+            help="SASL_SSL (SCRAM-SHA-512) with ACLs, one principal per role; passwords in "
+            "<data dir>/credentials. Default: PAGESTREAM_BROKER__SECURE (false).",
+        ),
+    ] = None,
 ) -> None:
     """Start the broker's nodes that are not running; returns once all answer."""
     s = settings().broker
     if nodes is not None:
         s = s.model_copy(update={"nodes": nodes})
+    if secure is not None:
+        s = s.model_copy(update={"secure": secure})
     t0 = time.monotonic()
     try:
         info = broker_mod.start(s)
@@ -43,6 +54,12 @@ def broker_start(
         f"Apache Kafka {info.version} at {info.bootstrap} ({pids}; data {info.data_dir}) "
         f"ready in {time.monotonic() - t0:.1f}s"
     )
+    if s.secure:
+        out.print(
+            f"SASL_SSL with ACLs: each role's settings are in {credentials.folder(s)}/<role>.env "
+            "(load one with `set -a; . FILE; set +a`); `pagestream acls apply` as admin "
+            "creates the users and their rights"
+        )
 
 
 @broker_app.command("stop")
@@ -56,7 +73,7 @@ def broker_status() -> None:
     """Print the Kafka version, bootstrap address and nodes; exit 1 if none is running."""
     s = settings().broker
     info = broker_mod.status(s)
-    if info is None or not broker_mod.answers_metadata(info.bootstrap):
+    if info is None or not broker_mod.answers_metadata(info.bootstrap, settings=s):
         out.print("not running")
         raise typer.Exit(1)
     expected = len(broker_mod.layout(s))

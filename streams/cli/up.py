@@ -23,6 +23,15 @@ def up(
         bool, typer.Option(help="Stop everything once the samples are done (no Ctrl-C wait).")
     ] = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the sample results.")] = 900,
+    secure: Annotated[
+        bool | None,
+        typer.Option(
+            "--secure/--plaintext",
+            help="A SASL_SSL broker with ACLs; the GPU node, the agents, the submitter and "
+            "the results reader each as their own principal. Default: "
+            "PAGESTREAM_BROKER__SECURE (false).",
+        ),
+    ] = None,
 ) -> None:
     """Run the whole pipeline locally: broker, topics, GPU node, agents, sample documents.
 
@@ -33,6 +42,8 @@ def up(
     from streams import local_pipeline as lp
 
     s = settings()
+    if secure is not None:
+        s = s.model_copy(update={"broker": s.broker.model_copy(update={"secure": secure})})
     log_dir = s.broker.data_dir.parent / "up-logs"
     stop = False
 
