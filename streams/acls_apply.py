@@ -10,7 +10,8 @@ A second run changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
@@ -101,18 +102,20 @@ def apply(
         filters = [_exact(b) for b in stale]
         for fut in admin.delete_acls(filters, request_timeout=_TIMEOUT_S).values():
             fut.result()
-    changes += [AclChange("created", b.principal, _describe(b)) for b in missing]
+    changes += [AclChange("created", b.principal, describe(b)) for b in missing]
+    # Like users, ACLs reach the brokers' authorizers asynchronously: return once the
+    # cluster answers with them, so a client started next is judged by them.
+    if missing or (stale and prune):
+        _await(lambda: _settled(admin, roles, want, stale if prune else []), "ACL changes")
     action = "deleted" if prune else "stale (kept; --prune deletes it)"
-    changes += [AclChange(action, b.principal, _describe(b)) for b in stale]
+    changes += [AclChange(action, b.principal, describe(b)) for b in stale]
     return changes
 
 
 def _create_users(admin: AdminClient, passwords: Mapping[str, SecretStr]) -> list[AclChange]:
     """SCRAM-SHA-512 credentials for the users the cluster does not know yet (an existing
     user keeps its password: rotating one is a separate, deliberate act)."""
-    described = admin.describe_user_scram_credentials(request_timeout=_TIMEOUT_S)
-    known = set(described.result()) if not isinstance(described, dict) else set()
-    new = sorted(set(passwords) - known)
+    new = sorted(set(passwords) - _scram_users(admin))
     if not new:
         return []
     info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, _SCRAM_ITERATIONS)
@@ -121,7 +124,31 @@ def _create_users(admin: AdminClient, passwords: Mapping[str, SecretStr]) -> lis
     ]
     for fut in admin.alter_user_scram_credentials(upserts, request_timeout=_TIMEOUT_S).values():
         fut.result()
+    # The credentials reach the brokers' metadata asynchronously; a client logging in
+    # right after apply returned would otherwise be refused for a moment.
+    _await(lambda: set(new) <= _scram_users(admin), "SCRAM users")
     return [AclChange("user", f"User:{u}", "SCRAM-SHA-512 credential created") for u in new]
+
+
+def _settled(
+    admin: AdminClient, roles: tuple[Role, ...], want: set[AclBinding], gone: list[AclBinding]
+) -> bool:
+    have = current(admin, (r.principal for r in roles))
+    return want <= have and not (set(gone) & have)
+
+
+def _await(done: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + _TIMEOUT_S
+    while not done():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not visible after {_TIMEOUT_S}s")
+        time.sleep(0.1)
+
+
+def _scram_users(admin: AdminClient) -> set[str]:
+    described = admin.describe_user_scram_credentials(request_timeout=_TIMEOUT_S)
+    # Asked for every user, the client answers with one future (not one per user).
+    return set() if isinstance(described, dict) else set(described.result())
 
 
 def _exact(b: AclBinding) -> AclBindingFilter:
@@ -138,7 +165,7 @@ def _order(b: AclBinding) -> tuple[str, str, str, str, str]:
     return (b.principal, _n(b.restype), b.name, _n(b.resource_pattern_type), _n(b.operation))
 
 
-def _describe(b: AclBinding) -> str:
+def describe(b: AclBinding) -> str:
     return (
         f"{_n(b.permission_type)} {_n(b.operation)} on {_n(b.restype).lower()} {b.name!r} "
         f"({_n(b.resource_pattern_type).lower()})"

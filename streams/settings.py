@@ -59,7 +59,11 @@ class KafkaSettings(BaseModel):
 
     @model_validator(mode="after")
     def _sasl_needs_credentials(self) -> KafkaSettings:
-        if self.uses_sasl and (self.sasl_username is None or self.sasl_password is None):
+        if self.uses_sasl and (
+            not self.sasl_username
+            or self.sasl_password is None
+            or not self.sasl_password.get_secret_value()
+        ):
             raise ValueError(
                 f"security_protocol={self.security_protocol} needs sasl_username and sasl_password"
             )

@@ -73,22 +73,29 @@ def acls_show(
 
 
 def rows(roles: tuple[acls.Role, ...]) -> list[tuple[str, str, str, str, str]]:
-    return [
-        (role.principal, g.kind, g.name, g.pattern, ", ".join(g.operations))
-        for role in roles
-        for g in role.grants
-    ]
+    """(principal, resource, names, pattern, operations): the grants of a role that differ
+    only by name share a row, so the table reads as who may do what."""
+    grouped: dict[tuple[str, str, str, str], list[str]] = {}
+    for role in roles:
+        for g in role.grants:
+            key = (role.principal, g.kind, g.pattern, ", ".join(g.operations))
+            grouped.setdefault(key, []).append(g.name)
+    return [(p, kind, ", ".join(names), pattern, ops)
+            for (p, kind, pattern, ops), names in grouped.items()]  # fmt: skip
 
 
 def markdown_table(roles: tuple[acls.Role, ...]) -> str:
-    head = "| principal | resource | name | pattern | operations |\n|---|---|---|---|---|\n"
-    return head + "".join(f"| {' | '.join(f'`{c}`' if i == 2 else c for i, c in enumerate(r))} |\n"
-                          for r in rows(roles))  # fmt: skip
+    head = "| principal | resource | names | pattern | operations |\n|---|---|---|---|---|\n"
+    body = "".join(
+        f"| {p} | {kind} | {', '.join(f'`{n}`' for n in names.split(', '))} | {pattern} | {ops} |\n"
+        for p, kind, names, pattern, ops in rows(roles)
+    )
+    return head + body
 
 
 def _table(roles: tuple[acls.Role, ...]) -> None:
     title = f"ACLs (User:{acls.ADMIN} is a super user; everything else is refused)"
-    table = Table("principal", "resource", "name", "pattern", "operations", title=title)
+    table = Table("principal", "resource", "names", "pattern", "operations", title=title)
     for row in rows(roles):
         table.add_row(*row)
     out.print(table)
