@@ -486,7 +486,6 @@ def configure(settings: BrokerSettings, cluster_id: str | None = None) -> str:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     admin_password = None
     if settings.secure:
-        _check_secure_layout(settings, nodes)
         broker_tls.ensure(settings.data_dir, [settings.host])
         admin_password = credentials.ensure(settings)[ADMIN].get_secret_value()
     cluster_file = settings.data_dir / "cluster.json"
@@ -515,12 +514,6 @@ def configure(settings: BrokerSettings, cluster_id: str | None = None) -> str:
                 f"{'secure' if settings.secure else 'plaintext'}"
             )
     return cp
-
-
-def _check_secure_layout(settings: BrokerSettings, nodes: list[Node]) -> None:
-    if len(nodes) > 1:
-        # Nothing in the properties is one-node only, but only one node is tested.
-        raise BrokerError("--secure runs a single node; a secured 3-node cluster is not supported")
 
 
 def _formatted_secure(log_dir: Path) -> bool:

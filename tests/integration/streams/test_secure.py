@@ -325,3 +325,30 @@ def _dead_letter_bytes(settings: Settings) -> bytes:
     finally:
         consumer.close()
     return bytes(blob)
+
+
+def test_a_three_node_secure_cluster_replicates_between_its_nodes_as_admin(
+    tmp_path: Path,
+) -> None:
+    """Inter-broker traffic is SASL_SSL too: acks=all with min.insync.replicas 2 succeeds
+    only if the followers, logging in as admin, fetch from the leader."""
+    ports = [_free_port() for _ in range(2)]
+    cluster = BrokerSettings(port=ports[0], controller_port=ports[1], nodes=3, secure=True,
+                             data_dir=tmp_path / "cluster", heap="384m")  # fmt: skip
+    broker.start(cluster)
+    try:
+        topics = TopicSettings(replication_factor=3, min_insync_replicas=2)
+        settings = Settings(kafka=broker.admin_kafka(cluster), broker=cluster, topics=topics)
+        admin = kafka.admin(settings.kafka)
+        topics_apply.apply(admin, settings.topology, 3, 2)
+        passwords = credentials.ensure(cluster)
+        passwords.pop(acls.ADMIN)
+        acls_apply.apply(admin, acls.for_settings(settings), passwords)
+        raw = settings.topology.name(RAW)
+        assert _produce(_as(settings, acls.PRODUCER), raw) is None
+        refused = _produce(_as(settings, acls.AGENTS), settings.topology.name(ORIENTED))
+        assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        partitions = admin.list_topics(raw, timeout=10).topics[raw].partitions.values()
+        assert all(sorted(p.isrs) == [1, 2, 3] for p in partitions)
+    finally:
+        broker.stop(cluster)

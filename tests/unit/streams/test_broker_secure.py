@@ -43,12 +43,6 @@ def test_a_plaintext_node_is_unchanged(tmp_path: Path) -> None:
     assert "authorizer.class.name" not in props
 
 
-def test_secure_mode_refuses_more_than_one_node(tmp_path: Path) -> None:
-    s = BrokerSettings(data_dir=tmp_path, nodes=3, secure=True)
-    with pytest.raises(broker.BrokerError, match="single node"):
-        broker._check_secure_layout(s, broker.layout(s))
-
-
 def test_the_broker_certificate_names_the_host_and_keys_are_private(tmp_path: Path) -> None:
     files = broker_tls.ensure(tmp_path, ["broker.example"])
     cert = x509.load_pem_x509_certificates(files.broker_keystore.read_bytes())[0]
