@@ -201,14 +201,11 @@ def test_a_wrong_password_fails_with_a_clear_error_that_shows_no_password(
         "PAGESTREAM_KAFKA__SASL_PASSWORD": wrong,
         "COLUMNS": "400",
     }
-    proc = subprocess.run(
-        [sys.executable, "-m", "streams", "status", "some-doc"],
-        env=env, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    last = proc.stderr.strip().splitlines()[-1]
-    assert "refused the login of user 'producer'" in last, proc.stderr[-2000:]
-    assert "wrong user name or password" in last
+    proc = _cli(env, "results", "--doc-id", "some-doc")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    ours = [line for line in proc.stderr.splitlines() if not line.startswith("%")]
+    assert ours and "refused the login of user 'producer'" in ours[-1], proc.stderr[-2000:]
+    assert "wrong user name or password" in ours[-1]
     for secret in (wrong, right):
         assert secret not in proc.stdout + proc.stderr
     # The settings layer says the same to a library caller, and masks the password.
@@ -217,6 +214,28 @@ def test_a_wrong_password_fails_with_a_clear_error_that_shows_no_password(
     assert err is not None and kafka_errors.is_authentication(err)
     text = kafka_errors.explain(KafkaException(err), bad)
     assert "refused the login of user 'producer'" in text and wrong not in text
+
+
+def test_a_refused_right_is_named_in_one_line(secure: Settings) -> None:
+    """The producer asking for results: the CLI names the ACL, not a missing topic."""
+    env = {
+        **os.environ,
+        **credentials.role_env(secure.broker, acls.PRODUCER),
+        "PAGESTREAM_KAFKA__BOOTSTRAP_SERVERS": secure.kafka.bootstrap_servers,
+        "PAGESTREAM_TOPICS__PREFIX": secure.topics.prefix,
+        "COLUMNS": "400",
+    }
+    proc = _cli(env, "results")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    last = [line for line in proc.stderr.splitlines() if not line.startswith("%")][-1]
+    assert "refused user 'producer'" in last and "TOPIC_AUTHORIZATION_FAILED" in last, last
+    reader = {**env, **credentials.role_env(secure.broker, acls.READER)}
+    assert _cli(reader, "results").returncode == 0
+
+
+def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "streams", *args], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
 
 
 def test_acls_apply_twice_changes_nothing_the_second_time(secure: Settings) -> None:
