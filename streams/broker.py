@@ -292,12 +292,28 @@ def _secure_properties(settings: BrokerSettings, node: Node, admin_password: str
     }
 
 
+def recorded_secure(settings: BrokerSettings) -> bool | None:
+    """The mode the data folder was formatted with; None before it is formatted."""
+    log_dir = layout(settings)[0].data_dir / "kraft-logs"
+    if not (log_dir / "meta.properties").exists():
+        return None
+    return _formatted_secure(log_dir)
+
+
+def in_recorded_mode(settings: BrokerSettings) -> BrokerSettings:
+    """`settings` in the mode its data folder was formatted with (a folder formatted
+    secure stays secure without the flag being repeated)."""
+    if not settings.secure and recorded_secure(settings):
+        return settings.model_copy(update={"secure": True})
+    return settings
+
+
 def admin_kafka(settings: BrokerSettings) -> KafkaSettings:
     """Client settings of the broker's own admin principal (plaintext when not secure)."""
     base = KafkaSettings(
         bootstrap_servers=bootstrap_servers(settings), client_id="pagestream-broker"
     )
-    if not settings.secure:
+    if not (settings.secure or recorded_secure(settings)):
         return base
     return credentials.role_kafka(settings, base, ADMIN)
 
@@ -484,6 +500,14 @@ def configure(settings: BrokerSettings, cluster_id: str | None = None) -> str:
     cp = _classpath(ensure_jars(settings))
     nodes = layout(settings)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    recorded = recorded_secure(settings)
+    if recorded is not None and recorded != settings.secure:
+        # Checked before anything is written: a running node's files stay as they are.
+        mode = {True: "secure", False: "plaintext"}
+        raise BrokerError(
+            f"{settings.data_dir} holds a {mode[recorded]} broker; use another data folder "
+            f"to run it {mode[settings.secure]}"
+        )
     admin_password = None
     if settings.secure:
         broker_tls.ensure(settings.data_dir, [settings.host])
@@ -507,12 +531,6 @@ def configure(settings: BrokerSettings, cluster_id: str | None = None) -> str:
         if not (log_dir / "meta.properties").exists():
             cluster_id = cluster_id or new_cluster_id()
             _format_storage(cp, props, log_dir, cluster_id, admin_password)
-        elif settings.secure != _formatted_secure(log_dir):
-            raise BrokerError(
-                f"{settings.data_dir} holds a {'secure' if not settings.secure else 'plaintext'} "
-                f"broker; use another data folder to run it "
-                f"{'secure' if settings.secure else 'plaintext'}"
-            )
     return cp
 
 

@@ -44,6 +44,8 @@ def broker_start(
         s = s.model_copy(update={"nodes": nodes})
     if secure is not None:
         s = s.model_copy(update={"secure": secure})
+    else:
+        s = broker_mod.in_recorded_mode(s)
     t0 = time.monotonic()
     try:
         info = broker_mod.start(s)
@@ -79,7 +81,8 @@ def broker_status() -> None:
     expected = len(broker_mod.layout(s))
     pids = ", ".join(f"node {n.node_id} pid {n.pid}" for n in info.nodes)
     out.print(
-        f"running: Apache Kafka {info.version}, bootstrap {info.bootstrap}, "
+        f"running: Apache Kafka {info.version}, bootstrap {info.bootstrap} "
+        f"({'SASL_SSL, ACLs' if broker_mod.recorded_secure(s) else 'PLAINTEXT'}), "
         f"{len(info.nodes)}/{expected} nodes up ({pids})"
     )
     if len(info.nodes) < expected:

@@ -12,6 +12,7 @@ import typer
 from streams import broker as broker_mod
 from streams.cli.common import fail, out, settings
 from streams.cli.lag import print_lag
+from streams.credentials import CredentialsError
 
 
 def register(app: typer.Typer) -> None:
@@ -44,6 +45,8 @@ def up(
     s = settings()
     if secure is not None:
         s = s.model_copy(update={"broker": s.broker.model_copy(update={"secure": secure})})
+    else:
+        s = s.model_copy(update={"broker": broker_mod.in_recorded_mode(s.broker)})
     log_dir = s.broker.data_dir.parent / "up-logs"
     stop = False
 
@@ -85,6 +88,6 @@ def up(
                         raise lp.PipelineError(f"{child.name} exited: see {child.log_path}")
                 time.sleep(0.5)
             out.print("stopping")
-    except (lp.PipelineError, broker_mod.BrokerError) as exc:
+    except (lp.PipelineError, broker_mod.BrokerError, CredentialsError) as exc:
         fail(str(exc))
     out.print("stopped cleanly")

@@ -238,6 +238,19 @@ def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
 
 
+def test_the_data_folder_remembers_it_is_secure(secure_broker: BrokerSettings) -> None:
+    """`broker status`, `broker start` and `up` without --secure find the mode by themselves."""
+    unflagged = secure_broker.model_copy(update={"secure": False})
+    assert broker.in_recorded_mode(unflagged).secure
+    assert broker.answers_metadata(broker.bootstrap_servers(unflagged), settings=unflagged)
+    assert not broker.answers_metadata(broker.bootstrap_servers(unflagged))  # plaintext probe
+    props = secure_broker.data_dir / "server.properties"
+    before = props.read_text()
+    with pytest.raises(broker.BrokerError, match="holds a secure broker"):
+        broker.configure(unflagged)
+    assert props.read_text() == before  # the running node's files are left alone
+
+
 def test_acls_apply_twice_changes_nothing_the_second_time(secure: Settings) -> None:
     admin = kafka.admin(secure.kafka)
     roles = acls.for_settings(secure)
