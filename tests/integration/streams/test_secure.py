@@ -303,15 +303,30 @@ def test_up_secure_runs_every_operation_with_no_secret_in_any_log(
     )
     # The parent knows no credentials of its own: each process gets its role's.
     env = {k: v for k, v in env.items() if not k.startswith("PAGESTREAM_KAFKA__SASL")}
+    passwords = {
+        role: credentials.role_env(b, role)["PAGESTREAM_KAFKA__SASL_PASSWORD"]
+        for role in acls.ROLES
+    }
     out_path = tmp_path / "up.out"
+    on_argv: set[str] = set()
     with out_path.open("wb") as out_file:
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             [sys.executable, "-m", "streams", "up", "--secure", "--exit-when-done",
              "--timeout", "600"],
-            env=env, stdout=out_file, stderr=subprocess.STDOUT, timeout=700, check=False,
+            env=env, stdout=out_file, stderr=subprocess.STDOUT,
         )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 700
+        while proc.poll() is None and time.monotonic() < deadline:
+            # Every command line on the machine while the pipeline runs: no password.
+            on_argv |= {r for r, pw in passwords.items() if any(pw.encode() in c for c in _argv())}
+            time.sleep(0.5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
     printed = out_path.read_text()
-    assert proc.returncode == 0, printed[-5000:]
+    assert proc.wait() == 0, printed[-5000:]
+    assert on_argv == set(), f"passwords on a command line: {on_argv}"
     assert sample_statuses(printed) == EXPECTED, printed[-5000:]
     for group in (secure.topology.agents_app, secure.node.group_id):
         assert re.search(rf"group {re.escape(group)} \(\w+\), total lag 0 records", printed)
@@ -325,11 +340,20 @@ def test_up_secure_runs_every_operation_with_no_secret_in_any_log(
     for name in ("gpu-node.log", "agents.log"):
         assert "AUTHORIZATION_FAILED" not in logs[name], logs[name][-3000:]
     dead = _dead_letter_bytes(secure)
-    for role in acls.ROLES:
-        password = credentials.role_env(b, role)["PAGESTREAM_KAFKA__SASL_PASSWORD"]
+    for role, password in passwords.items():
         for name, text in logs.items():
             assert password not in text, f"{role}'s password in {name}"
         assert password.encode() not in dead, f"{role}'s password in a dead letter"
+
+
+def _argv() -> list[bytes]:
+    found = []
+    for path in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            found.append(path.read_bytes())
+        except OSError:  # the process ended meanwhile
+            continue
+    return found
 
 
 def _dead_letter_bytes(settings: Settings) -> bytes:
