@@ -23,8 +23,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, Field, FilePath, SecretStr, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    DotEnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from schemas import MAX_INLINE_BYTES
 from streams.routing import DEFAULT_MIN_CONFIDENCE
@@ -404,12 +409,35 @@ class NodeSettings(BaseModel):
     http_port: int = Field(default=9400, ge=0, le=65535)  # 0: pick a free port
 
 
+class _EnvFile(BaseSettings):
+    """PAGESTREAM_ENV_FILE: a file of PAGESTREAM_* lines read under the environment (which
+    wins), e.g. a role's credentials of the secure embedded broker:
+    ``PAGESTREAM_ENV_FILE=~/.cache/pagestream/broker/credentials/producer.env``."""
+
+    model_config = SettingsConfigDict(env_prefix="PAGESTREAM_", extra="ignore")
+    env_file: FilePath | None = None
+
+
 class Settings(BaseSettings):
     """The settings of every pagestream process (each reads the sections it uses)."""
 
     model_config = SettingsConfigDict(
         env_prefix="PAGESTREAM_", env_nested_delimiter="__", extra="ignore"
     )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        env_file = _EnvFile().env_file
+        if env_file is not None:
+            dotenv_settings = DotEnvSettingsSource(settings_cls, env_file=env_file)
+        return init_settings, env_settings, dotenv_settings, file_secret_settings
 
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     broker: BrokerSettings = Field(default_factory=BrokerSettings)

@@ -59,8 +59,8 @@ def broker_start(
     if s.secure:
         out.print(
             f"SASL_SSL with ACLs: each role's settings are in {credentials.folder(s)}/<role>.env "
-            "(load one with `set -a; . FILE; set +a`); `pagestream acls apply` as admin "
-            "creates the users and their rights"
+            "(PAGESTREAM_ENV_FILE=<that file> pagestream ...); `pagestream acls apply` as "
+            "admin creates the users and their rights"
         )
 
 
