@@ -59,14 +59,20 @@ def ensure(broker: BrokerSettings) -> dict[str, SecretStr]:
     return passwords
 
 
-def role_env(broker: BrokerSettings, role: str) -> dict[str, str]:
-    """The PAGESTREAM_KAFKA__* variables of one role (for a child's environment)."""
+def role_file(broker: BrokerSettings, role: str) -> Path:
+    """The file of one role's PAGESTREAM_KAFKA__* settings (for PAGESTREAM_ENV_FILE)."""
     path = folder(broker) / f"{role}.env"
     if not path.exists():
         raise CredentialsError(
             f"no credentials for role {role!r} in {folder(broker)}: "
             "start the broker with `pagestream broker start --secure` first"
         )
+    return path
+
+
+def role_env(broker: BrokerSettings, role: str) -> dict[str, str]:
+    """The PAGESTREAM_KAFKA__* variables of one role."""
+    path = role_file(broker, role)
     pairs = (line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
     return {k.strip(): v.strip() for k, v in pairs}
 

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,9 +120,15 @@ class Child:
         return self.log_path.read_text(errors="replace")[-chars:]
 
 
-def spawn(name: str, args: list[str], log_dir: Path, env: Mapping[str, str] | None = None) -> Child:
-    """`env`: settings for this child only (its role's credentials), through its
-    environment: never on its command line, where `ps` shows them."""
+def spawn(
+    name: str,
+    args: list[str],
+    log_dir: Path,
+    env: Mapping[str, str] | None = None,
+    without: Collection[str] = (),
+) -> Child:
+    """`env`: settings for this child only, through its environment (never its command
+    line, where `ps` shows them); `without`: variables of ours it must not inherit."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
     with log_path.open("wb") as log_file:
@@ -131,7 +137,7 @@ def spawn(name: str, args: list[str], log_dir: Path, env: Mapping[str, str] | No
             stdout=log_file,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env=None if env is None else child_environment(env),
+            env=None if env is None else child_environment(env, without),
         )
     return Child(name, proc, log_path)
 
@@ -170,8 +176,16 @@ def running_pipeline(settings: Settings, log_dir: Path) -> Iterator[list[Child]]
             passwords.pop(acls.ADMIN)
             acls_apply.apply(admin, acls.for_settings(settings), passwords)
         for name, role in (("gpu-node", acls.GPU_NODE), ("agents", acls.AGENTS)):
-            env = credentials.role_env(settings.broker, role) if secure else None
-            children.append(spawn(name, [name], log_dir, env))
+            if not secure:
+                children.append(spawn(name, [name], log_dir))
+                continue
+            # The child reads its role's file itself: the password is in no process's
+            # environment or command line. Our own Kafka variables (an operator's, say)
+            # would win over the file, so they are not passed on.
+            creds = credentials.role_file(settings.broker, role)
+            ours = credentials.role_env(settings.broker, role)
+            env = {"PAGESTREAM_ENV_FILE": str(creds)}
+            children.append(spawn(name, [name], log_dir, env, without=ours))
         yield children
     finally:
         stop_children(children)

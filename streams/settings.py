@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import socket
 import ssl
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -457,7 +457,10 @@ class Settings(BaseSettings):
         return Topology(self.topics.prefix, self.agents.app_id)
 
 
-def child_environment(overrides: Mapping[str, str]) -> dict[str, str]:
-    """This process's environment with `overrides` (a child's own settings, such as the
-    credentials of its role): what a child process started by pagestream inherits."""
-    return {**os.environ, **overrides}
+def child_environment(
+    overrides: Mapping[str, str], without: Collection[str] = ()
+) -> dict[str, str]:
+    """This process's environment less `without` and with `overrides` (a child's own
+    settings, such as the file of its role's credentials): what a child process started
+    by pagestream inherits."""
+    return {k: v for k, v in os.environ.items() if k not in without} | dict(overrides)

@@ -318,15 +318,17 @@ def test_up_secure_runs_every_operation_with_no_secret_in_any_log(
     try:
         deadline = time.monotonic() + 700
         while proc.poll() is None and time.monotonic() < deadline:
-            # Every command line on the machine while the pipeline runs: no password.
-            on_argv |= {r for r, pw in passwords.items() if any(pw.encode() in c for c in _argv())}
+            # Every command line and environment on the machine while the pipeline runs
+            # (the children read their role's file themselves): no password.
+            seen = _argv_and_environments()
+            on_argv |= {r for r, pw in passwords.items() if any(pw.encode() in t for t in seen)}
             time.sleep(0.5)
     finally:
         if proc.poll() is None:
             proc.kill()
     printed = out_path.read_text()
     assert proc.wait() == 0, printed[-5000:]
-    assert on_argv == set(), f"passwords on a command line: {on_argv}"
+    assert on_argv == set(), f"passwords on a command line or in an environment: {on_argv}"
     assert sample_statuses(printed) == EXPECTED, printed[-5000:]
     for group in (secure.topology.agents_app, secure.node.group_id):
         assert re.search(rf"group {re.escape(group)} \(\w+\), total lag 0 records", printed)
@@ -346,13 +348,14 @@ def test_up_secure_runs_every_operation_with_no_secret_in_any_log(
         assert password.encode() not in dead, f"{role}'s password in a dead letter"
 
 
-def _argv() -> list[bytes]:
+def _argv_and_environments() -> list[bytes]:
     found = []
-    for path in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            found.append(path.read_bytes())
-        except OSError:  # the process ended meanwhile
-            continue
+    for proc in Path("/proc").glob("[0-9]*"):
+        for part in ("cmdline", "environ"):
+            try:
+                found.append((proc / part).read_bytes())
+            except OSError:  # the process ended meanwhile, or is not ours to read
+                continue
     return found
 
 
