@@ -256,9 +256,10 @@ def _secure_properties(settings: BrokerSettings, node: Node, admin_password: str
     Inter-broker traffic uses the same listener as the admin principal (a super user)
     rather than a separate unauthenticated one: a loopback PLAINTEXT listener would have
     to be a super user too, and anyone on the machine could reach it. The controller
-    listener stays on the loopback host; it is SASL_PLAINTEXT with PLAIN (KRaft
-    controllers cannot check SCRAM before the metadata log is loaded) for the same
-    reason: without a login, a local process could send admin requests to it (KIP-919).
+    listener stays on the loopback host; it is SASL_PLAINTEXT with PLAIN (the layout
+    Kafka's maintainers give for KRaft in KAFKA-15513: the controllers' own logins do
+    not depend on credentials kept in the metadata they serve) for the same reason:
+    without a login, a local process could send admin requests to it (KIP-919).
     """
     h = settings.host
     tls = broker_tls.TlsFiles.under(settings.data_dir)
