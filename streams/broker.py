@@ -26,10 +26,13 @@ import uuid
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from streams.settings import BrokerSettings
+from streams import broker_tls, credentials
+from streams.acls import ADMIN
+from streams.settings import BrokerSettings, KafkaSettings
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +208,9 @@ def _recorded_nodes(settings: BrokerSettings) -> int | None:
     return None
 
 
-def _server_properties(settings: BrokerSettings, node: Node, nodes: list[Node]) -> str:
+def _server_properties(
+    settings: BrokerSettings, node: Node, nodes: list[Node], admin_password: str | None = None
+) -> str:
     h = settings.host
     # Internal topics as a production cluster has them: three copies, two in sync to
     # acknowledge (with fewer nodes, as many as there are).
@@ -233,7 +238,97 @@ def _server_properties(settings: BrokerSettings, node: Node, nodes: list[Node]) 
         "group.initial.rebalance.delay.ms": "0",
         "auto.create.topics.enable": "false",
     }
+    if settings.secure:
+        if admin_password is None:
+            raise BrokerError("a secure broker needs the admin password")
+        props.update(_secure_properties(settings, node, admin_password))
     return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+# Kafka's own authorizer for KRaft: ACLs live in the metadata log.
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+def _secure_properties(settings: BrokerSettings, node: Node, admin_password: str) -> dict[str, str]:
+    """One SASL_SSL listener (SCRAM-SHA-512) for clients and for the nodes between them,
+    and the authorizer refusing whatever no ACL allows.
+
+    Inter-broker traffic uses the same listener as the admin principal (a super user)
+    rather than a separate unauthenticated one: a loopback PLAINTEXT listener would have
+    to be a super user too, and anyone on the machine could reach it. The controller
+    listener stays on the loopback host; it is SASL_PLAINTEXT with PLAIN (the layout
+    Kafka's maintainers give for KRaft in KAFKA-15513: the controllers' own logins do
+    not depend on credentials kept in the metadata they serve) for the same reason:
+    without a login, a local process could send admin requests to it (KIP-919).
+    """
+    h = settings.host
+    tls = broker_tls.TlsFiles.under(settings.data_dir)
+    scram = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{ADMIN}" password="{admin_password}";'
+    )
+    plain = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="{ADMIN}" password="{admin_password}" user_{ADMIN}="{admin_password}";'
+    )
+    return {
+        "listeners": f"SECURE://{h}:{node.port},CONTROLLER://{h}:{node.controller_port}",
+        "advertised.listeners": f"SECURE://{h}:{node.port}",
+        "listener.security.protocol.map": "SECURE:SASL_SSL,CONTROLLER:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "SECURE",
+        "sasl.enabled.mechanisms": credentials.MECHANISM,
+        "sasl.mechanism.inter.broker.protocol": credentials.MECHANISM,
+        "listener.name.secure.scram-sha-512.sasl.jaas.config": scram,
+        "sasl.mechanism.controller.protocol": "PLAIN",
+        "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.controller.plain.sasl.jaas.config": plain,
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(tls.broker_keystore),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(tls.ca_cert),
+        "ssl.client.auth": "none",
+        "authorizer.class.name": AUTHORIZER,
+        "allow.everyone.if.no.acl.found": "false",
+        "super.users": f"User:{ADMIN}",
+    }
+
+
+def recorded_secure(settings: BrokerSettings) -> bool | None:
+    """The mode the data folder was formatted with; None before it is formatted."""
+    log_dir = layout(settings)[0].data_dir / "kraft-logs"
+    if not (log_dir / "meta.properties").exists():
+        return None
+    return _formatted_secure(log_dir)
+
+
+def in_recorded_mode(settings: BrokerSettings) -> BrokerSettings:
+    """`settings` in the mode its data folder was formatted with (a folder formatted
+    secure stays secure without the flag being repeated)."""
+    if not settings.secure and recorded_secure(settings):
+        return settings.model_copy(update={"secure": True})
+    return settings
+
+
+def admin_kafka(settings: BrokerSettings) -> KafkaSettings:
+    """Client settings of the broker's own admin principal (plaintext when not secure)."""
+    base = KafkaSettings(
+        bootstrap_servers=bootstrap_servers(settings), client_id="pagestream-broker"
+    )
+    if not (settings.secure or recorded_secure(settings)):
+        return base
+    return credentials.role_kafka(settings, base, ADMIN)
+
+
+def _probe_config(settings: BrokerSettings, bootstrap: str) -> dict[str, Any]:
+    return admin_kafka(settings).confluent_config(
+        **{
+            "bootstrap.servers": bootstrap,
+            "socket.connection.setup.timeout.ms": 1000,
+            # A probe: "connection refused" until the broker listens is the expected
+            # answer, not an error worth librdkafka's stderr lines (level 3).
+            "log_level": 2,
+        }
+    )
 
 
 def _meta_path(node: Node) -> Path:
@@ -255,16 +350,18 @@ def _pid_alive(pid: int) -> bool:
     return done == 0
 
 
-def answers_metadata(bootstrap: str, timeout: float = 2.0) -> bool:
-    admin = AdminClient(
-        {
-            "bootstrap.servers": bootstrap,
-            "socket.connection.setup.timeout.ms": 1000,
-            # A probe: "connection refused" until the broker listens is the expected
-            # answer, not an error worth librdkafka's stderr lines (level 3).
-            "log_level": 2,
-        }
-    )
+def answers_metadata(
+    bootstrap: str, timeout: float = 2.0, settings: BrokerSettings | None = None
+) -> bool:
+    """Whether `bootstrap` answers a metadata request (as the admin of `settings`' broker
+    when it is secure)."""
+    conf: dict[str, Any] = (
+        _probe_config(settings, bootstrap)
+        if settings is not None
+        else {"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 1000,
+              "log_level": 2}
+    )  # fmt: skip
+    admin = AdminClient(conf)
     try:
         md = admin.list_topics(timeout=timeout)
     except Exception:  # any failure means "not ready yet"
@@ -310,9 +407,11 @@ def start(settings: BrokerSettings) -> BrokerInfo:
                     f"node {node_id} exited with {proc.returncode}:\n{_log_tail(node.data_dir)}"
                 )
         waiting = {
-            k: n for k, n in waiting.items() if not answers_metadata(f"{settings.host}:{n.port}")
+            k: n
+            for k, n in waiting.items()
+            if not answers_metadata(f"{settings.host}:{n.port}", settings=settings)
         }
-        if not waiting and _brokers_listed(bootstrap) >= len(nodes):
+        if not waiting and _brokers_listed(settings, bootstrap) >= len(nodes):
             info = status(settings)
             if info is not None:
                 return info
@@ -354,10 +453,8 @@ def _spawn(settings: BrokerSettings, node: Node, classpath: str) -> subprocess.P
     return proc
 
 
-def _brokers_listed(bootstrap: str) -> int:
-    admin = AdminClient(
-        {"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 1000, "log_level": 2}
-    )
+def _brokers_listed(settings: BrokerSettings, bootstrap: str) -> int:
+    admin = AdminClient(_probe_config(settings, bootstrap))
     try:
         return len(admin.list_topics(timeout=1.0).brokers)
     except Exception:  # not ready yet
@@ -404,6 +501,18 @@ def configure(settings: BrokerSettings, cluster_id: str | None = None) -> str:
     cp = _classpath(ensure_jars(settings))
     nodes = layout(settings)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    recorded = recorded_secure(settings)
+    if recorded is not None and recorded != settings.secure:
+        # Checked before anything is written: a running node's files stay as they are.
+        mode = {True: "secure", False: "plaintext"}
+        raise BrokerError(
+            f"{settings.data_dir} holds a {mode[recorded]} broker; use another data folder "
+            f"to run it {mode[settings.secure]}"
+        )
+    admin_password = None
+    if settings.secure:
+        broker_tls.ensure(settings.data_dir, [settings.host])
+        admin_password = credentials.ensure(settings)[ADMIN].get_secret_value()
     cluster_file = settings.data_dir / "cluster.json"
     if len(nodes) > 1:
         if cluster_file.exists():
@@ -414,36 +523,62 @@ def configure(settings: BrokerSettings, cluster_id: str | None = None) -> str:
     for node in nodes:
         node.data_dir.mkdir(parents=True, exist_ok=True)
         props = node.data_dir / "server.properties"
-        props.write_text(_server_properties(settings, node, nodes))
+        # A secure node's properties hold the admin password (its JAAS lines).
+        props.touch(mode=0o600)
+        props.chmod(0o600)
+        props.write_text(_server_properties(settings, node, nodes, admin_password))
         (node.data_dir / "log4j2.properties").write_text(_BROKER_LOG4J)
         log_dir = node.data_dir / "kraft-logs"
         if not (log_dir / "meta.properties").exists():
             cluster_id = cluster_id or new_cluster_id()
-            _format_storage(cp, props, log_dir, cluster_id)
+            _format_storage(cp, props, log_dir, cluster_id, admin_password)
     return cp
 
 
-def _format_storage(classpath: str, props: Path, log_dir: Path, cluster_id: str) -> None:
-    """Kafka's storage tool: write meta.properties for a new KRaft node."""
-    fmt = subprocess.run(  # noqa: S603
-        [
-            _java(),
-            "-cp",
-            classpath,
-            "kafka.tools.StorageTool",
-            "format",
-            # Joined with "=": an id that begins with '-' would otherwise be read as an
-            # option ("argument --cluster-id/-t: expected one argument").
-            f"--cluster-id={cluster_id}",
-            "-c",
-            str(props),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+def _formatted_secure(log_dir: Path) -> bool:
+    return (log_dir / ".secure").exists()
+
+
+def _format_storage(
+    classpath: str, props: Path, log_dir: Path, cluster_id: str, admin_password: str | None
+) -> None:
+    """Kafka's storage tool: write meta.properties for a new KRaft node; a secure node
+    gets the admin's SCRAM credential in its first metadata (the node authenticates
+    as admin to itself before anyone could create users)."""
+    args = [
+        "kafka.tools.StorageTool",
+        "format",
+        # Joined with "=": an id that begins with '-' would otherwise be read as an
+        # option ("argument --cluster-id/-t: expected one argument").
+        f"--cluster-id={cluster_id}",
+        "-c",
+        str(props),
+    ]
+    if admin_password is not None:
+        args += ["--add-scram", f"{credentials.MECHANISM}=[name={ADMIN},password={admin_password}]"]
+    # The arguments travel in a java @argument file (0600, deleted after), not argv: the
+    # password must not show in `ps`.
+    argfile = props.with_name("format.args")
+    argfile.touch(mode=0o600)
+    argfile.chmod(0o600)
+    argfile.write_text("\n".join(f'"{a}"' for a in args) + "\n")
+    try:
+        fmt = subprocess.run(  # noqa: S603
+            # The class path stays outside: the launcher does not expand its "*" in a file.
+            [_java(), "-cp", classpath, f"@{argfile}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    finally:
+        argfile.unlink(missing_ok=True)
     if fmt.returncode != 0:
-        raise BrokerError(f"formatting {log_dir} failed:\n{fmt.stdout}{fmt.stderr}")
+        out = f"{fmt.stdout}{fmt.stderr}"
+        if admin_password is not None:
+            out = out.replace(admin_password, "***")
+        raise BrokerError(f"formatting {log_dir} failed:\n{out}")
+    if admin_password is not None:
+        (log_dir / ".secure").touch()
 
 
 def new_cluster_id() -> str:

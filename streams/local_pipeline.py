@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,9 +31,9 @@ from tenacity import (
 )
 
 from schemas import DocumentResult, DocumentType, Operation, Options, RecordError, decode
-from streams import broker, kafka, topics_apply
+from streams import acls, acls_apply, broker, credentials, kafka, topics_apply
 from streams.lag import GroupLag, all_lag, record_counter
-from streams.settings import Settings
+from streams.settings import Settings, child_environment
 from streams.submit import Submitter
 from streams.topics import RESULTS
 
@@ -120,12 +120,24 @@ class Child:
         return self.log_path.read_text(errors="replace")[-chars:]
 
 
-def spawn(name: str, args: list[str], log_dir: Path) -> Child:
+def spawn(
+    name: str,
+    args: list[str],
+    log_dir: Path,
+    env: Mapping[str, str] | None = None,
+    without: Collection[str] = (),
+) -> Child:
+    """`env`: settings for this child only, through its environment (never its command
+    line, where `ps` shows them); `without`: variables of ours it must not inherit."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
     with log_path.open("wb") as log_file:
         proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            _command(*args), stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True
+            _command(*args),
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=None if env is None else child_environment(env, without),
         )
     return Child(name, proc, log_path)
 
@@ -150,15 +162,30 @@ def running_pipeline(settings: Settings, log_dir: Path) -> Iterator[list[Child]]
     started_broker = broker.status(settings.broker) is None
     broker.start(settings.broker)
     children: list[Child] = []
+    secure = settings.broker.secure
     try:
+        admin = kafka.admin(credentials.as_role(settings, acls.ADMIN).kafka)
         topics_apply.apply(
-            kafka.admin(settings.kafka),
+            admin,
             settings.topology,
             settings.topics.replication_factor,
             settings.topics.min_insync_replicas,
         )
-        children.append(spawn("gpu-node", ["gpu-node"], log_dir))
-        children.append(spawn("agents", ["agents"], log_dir))
+        if secure:
+            passwords = credentials.ensure(settings.broker)
+            passwords.pop(acls.ADMIN)
+            acls_apply.apply(admin, acls.for_settings(settings), passwords)
+        for name, role in (("gpu-node", acls.GPU_NODE), ("agents", acls.AGENTS)):
+            if not secure:
+                children.append(spawn(name, [name], log_dir))
+                continue
+            # The child reads its role's file itself: the password is in no process's
+            # environment or command line. Our own Kafka variables (an operator's, say)
+            # would win over the file, so they are not passed on.
+            creds = credentials.role_file(settings.broker, role)
+            ours = credentials.role_env(settings.broker, role)
+            env = {"PAGESTREAM_ENV_FILE": str(creds)}
+            children.append(spawn(name, [name], log_dir, env, without=ours))
         yield children
     finally:
         stop_children(children)
@@ -168,7 +195,7 @@ def running_pipeline(settings: Settings, log_dir: Path) -> Iterator[list[Child]]
 
 def submit_samples(settings: Settings, run_id: str) -> dict[str, Sample]:
     """Submit the samples under doc ids unique to this run; returns them by doc_id."""
-    sub = Submitter(settings)
+    sub = Submitter(credentials.as_role(settings, acls.PRODUCER))
     by_id: dict[str, Sample] = {}
     for sample in samples():
         doc_id = f"sample-{run_id}-{sample.name}"
@@ -184,7 +211,8 @@ def results_from_now(settings: Settings) -> Callable[[float], list[DocumentResul
     """A reader of docs.results positioned at the current end, before anything is submitted
     (docs.results is compacted and may hold every result ever made)."""
     topic = settings.topology.name(RESULTS)
-    consumer = kafka.consumer(settings.kafka, f"pagestream-up-{uuid.uuid4().hex[:8]}")
+    reader = credentials.as_role(settings, acls.READER).kafka
+    consumer = kafka.consumer(reader, f"pagestream-up-{uuid.uuid4().hex[:8]}")
     parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
     # A broker that just started or just created the topic answers "not leader"
     # for a moment.
@@ -250,8 +278,11 @@ def settled_lag(settings: Settings, timeout_s: float = 15.0) -> list[GroupLag]:
     transaction is not lag, so a drained pipeline reads 0.
     """
     agents = settings.topology.agents_app
-    admin = kafka.admin(settings.kafka)
-    counter = record_counter(settings.kafka)
+    # As the operator (admin on a secure broker): the monitor role may not read records,
+    # so it would count the commit markers of the GPU node's transactions as lag.
+    operator = credentials.as_role(settings, acls.ADMIN).kafka
+    admin = kafka.admin(operator)
+    counter = record_counter(operator)
     try:
         deadline = time.monotonic() + timeout_s
         previous = None

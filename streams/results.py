@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from schemas import DocumentResult, RecordError, decode
 from schemas.results import PageResult, document_markdown
@@ -27,6 +27,9 @@ from streams.settings import Settings
 from streams.topics import RESULTS
 
 _POLL_S = 0.5
+
+
+_REFUSED = (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED)
 
 
 class ResultsUnavailableError(RuntimeError):
@@ -40,7 +43,15 @@ class ResultsReader:
         self._consumer: Consumer = kafka.consumer(
             settings.kafka, f"pagestream-results-{uuid.uuid4().hex[:8]}"
         )
-        meta = self._consumer.list_topics(self.topic, timeout=10).topics.get(self.topic)
+        try:
+            meta = self._consumer.list_topics(self.topic, timeout=10).topics.get(self.topic)
+        except KafkaException:
+            self._consumer.close()  # else it keeps retrying (and logging) until exit
+            raise
+        if meta is not None and meta.error is not None and meta.error.code() in _REFUSED:
+            # Not "not found": the topic is there, hidden from this principal by its ACLs.
+            self._consumer.close()
+            raise KafkaException(meta.error)
         count = len(meta.partitions) if meta is not None and meta.error is None else 0
         if count == 0:
             self._consumer.close()

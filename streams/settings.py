@@ -16,13 +16,20 @@ between the two clients.
 
 from __future__ import annotations
 
+import os
 import socket
 import ssl
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, Field, FilePath, SecretStr, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    DotEnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from schemas import MAX_INLINE_BYTES
 from streams.routing import DEFAULT_MIN_CONFIDENCE
@@ -57,7 +64,11 @@ class KafkaSettings(BaseModel):
 
     @model_validator(mode="after")
     def _sasl_needs_credentials(self) -> KafkaSettings:
-        if self.uses_sasl and (self.sasl_username is None or self.sasl_password is None):
+        if self.uses_sasl and (
+            not self.sasl_username
+            or self.sasl_password is None
+            or not self.sasl_password.get_secret_value()
+        ):
             raise ValueError(
                 f"security_protocol={self.security_protocol} needs sasl_username and sasl_password"
             )
@@ -145,6 +156,10 @@ class BrokerSettings(BaseModel):
     pom: Path = _REPO / "ops" / "kafka" / "pom.xml"
     heap: str = "1g"
     start_timeout_s: float = 90.0
+    # SASL_SSL (SCRAM-SHA-512) client listener, TLS from a CA made in data_dir, the
+    # StandardAuthorizer refusing what no ACL allows; a password per role in
+    # data_dir/credentials (see streams/broker.py, streams/credentials.py).
+    secure: bool = False
 
 
 class TopicSettings(BaseModel):
@@ -406,12 +421,35 @@ class NodeSettings(BaseModel):
     http_port: int = Field(default=9400, ge=0, le=65535)  # 0: pick a free port
 
 
+class _EnvFile(BaseSettings):
+    """PAGESTREAM_ENV_FILE: a file of PAGESTREAM_* lines read under the environment (which
+    wins), e.g. a role's credentials of the secure embedded broker:
+    ``PAGESTREAM_ENV_FILE=~/.cache/pagestream/broker/credentials/producer.env``."""
+
+    model_config = SettingsConfigDict(env_prefix="PAGESTREAM_", extra="ignore")
+    env_file: FilePath | None = None
+
+
 class Settings(BaseSettings):
     """The settings of every pagestream process (each reads the sections it uses)."""
 
     model_config = SettingsConfigDict(
         env_prefix="PAGESTREAM_", env_nested_delimiter="__", extra="ignore"
     )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        env_file = _EnvFile().env_file
+        if env_file is not None:
+            dotenv_settings = DotEnvSettingsSource(settings_cls, env_file=env_file)
+        return init_settings, env_settings, dotenv_settings, file_secret_settings
 
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     broker: BrokerSettings = Field(default_factory=BrokerSettings)
@@ -429,3 +467,12 @@ class Settings(BaseSettings):
     def topology(self) -> Topology:
         """Topic names, consumer groups and the agents' app id on this cluster."""
         return Topology(self.topics.prefix, self.agents.app_id)
+
+
+def child_environment(
+    overrides: Mapping[str, str], without: Collection[str] = ()
+) -> dict[str, str]:
+    """This process's environment less `without` and with `overrides` (a child's own
+    settings, such as the file of its role's credentials): what a child process started
+    by pagestream inherits."""
+    return {k: v for k, v in os.environ.items() if k not in without} | dict(overrides)

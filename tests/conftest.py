@@ -20,12 +20,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from streams import broker, kafka
 from streams.settings import BlobSettings, BrokerSettings, KafkaSettings, Settings, TopicSettings
+from tests.support.coordinator import wait_for_group_coordinator
 from tests.support.vlm import TINY_KV_CACHE_BYTES, TINY_MAX_PIXELS, TINY_MIN_PIXELS
 
 
@@ -58,30 +58,10 @@ def kafka_bootstrap(broker_settings: BrokerSettings) -> Iterator[str]:
         return
     info = broker.start(broker_settings)
     try:
-        _wait_for_group_coordinator(info.bootstrap)
+        wait_for_group_coordinator(KafkaSettings(bootstrap_servers=info.bootstrap))
         yield info.bootstrap
     finally:
         broker.stop(broker_settings)
-
-
-def _wait_for_group_coordinator(bootstrap: str) -> None:
-    """A new broker creates __consumer_offsets on the first group request and answers
-    NOT_COORDINATOR until it is ready; tests that commit first would fail on that."""
-    conf = KafkaSettings(bootstrap_servers=bootstrap)
-    admin = kafka.admin(conf)
-    admin.create_topics([NewTopic("warmup", 1, 1)])["warmup"].result()
-    deadline = time.monotonic() + 60
-    while True:
-        cons = kafka.consumer(conf, "warmup")
-        try:
-            cons.commit(offsets=[TopicPartition("warmup", 0, 0)], asynchronous=False)
-            return
-        except KafkaException:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
-        finally:
-            cons.close()
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
     pagestream broker start|stop|status   embedded KRaft broker: 1 node or --nodes 3 (broker.py)
     pagestream topics apply|list          topics declared in streams/topics.py (topics.py)
+    pagestream acls apply|show            principals and rights in streams/acls.py (acls.py)
     pagestream schemas export DIR         JSON Schemas of the records (schemas.py)
     pagestream submit FILE...             publish documents to docs.raw (submit.py)
     pagestream results                    the latest result per document (results.py)
@@ -26,8 +27,10 @@ from importlib.metadata import entry_points
 from typing import Annotated
 
 import typer
+from confluent_kafka import KafkaException
 
 from streams.cli import (
+    acls,
     agents,
     broker,
     dlq,
@@ -40,11 +43,16 @@ from streams.cli import (
     topics,
     up,
 )
+from streams.cli.common import err
+from streams.kafka_errors import explain
+from streams.settings import Settings
 
 app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     help="pagestream: a Kafka consumer-group pipeline for document AI.",
+    # A traceback's locals would show client configs, passwords included.
+    pretty_exceptions_show_locals=False,
 )
 
 
@@ -56,11 +64,31 @@ def _main(verbose: Annotated[bool, typer.Option("-v", "--verbose")] = False) -> 
     )
 
 
-for _module in (broker, topics, schemas, submit, results, status, lag, dlq, agents, exporter, up):
+for _module in (
+    broker,
+    topics,
+    acls,
+    schemas,
+    submit,
+    results,
+    status,
+    lag,
+    dlq,
+    agents,
+    exporter,
+    up,
+):
     _module.register(app)
 for _entry in entry_points(group="pagestream.commands"):
     _entry.load()(app)
 
 
 def main() -> None:
-    app(prog_name="pagestream")
+    try:
+        app(prog_name="pagestream")
+    except KafkaException as exc:
+        # One line that names the problem (a refused login, a missing right) instead of
+        # a traceback; never a secret.
+        err.print(explain(exc, Settings().kafka, probe=True), style="red", markup=False,
+                  highlight=False)  # fmt: skip
+        raise SystemExit(1) from None

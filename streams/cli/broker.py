@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from streams import broker as broker_mod
+from streams import credentials
 from streams.cli.common import fail, out, settings
 
 broker_app = typer.Typer(no_args_is_help=True, help="The embedded KRaft broker.")
@@ -28,11 +29,23 @@ def broker_start(
             "node k listens on the port + 10*(k-1). Default: PAGESTREAM_BROKER__NODES (1).",
         ),
     ] = None,
+    secure: Annotated[
+        bool | None,
+        typer.Option(
+            "--secure/--plaintext",
+            help="SASL_SSL (SCRAM-SHA-512) with ACLs, one principal per role; passwords in "
+            "<data dir>/credentials. Default: PAGESTREAM_BROKER__SECURE (false).",
+        ),
+    ] = None,
 ) -> None:
     """Start the broker's nodes that are not running; returns once all answer."""
     s = settings().broker
     if nodes is not None:
         s = s.model_copy(update={"nodes": nodes})
+    if secure is not None:
+        s = s.model_copy(update={"secure": secure})
+    else:
+        s = broker_mod.in_recorded_mode(s)
     t0 = time.monotonic()
     try:
         info = broker_mod.start(s)
@@ -43,6 +56,12 @@ def broker_start(
         f"Apache Kafka {info.version} at {info.bootstrap} ({pids}; data {info.data_dir}) "
         f"ready in {time.monotonic() - t0:.1f}s"
     )
+    if s.secure:
+        out.print(
+            f"SASL_SSL with ACLs: each role's settings are in {credentials.folder(s)}/<role>.env "
+            "(PAGESTREAM_ENV_FILE=<that file> pagestream ...); `pagestream acls apply` as "
+            "admin creates the users and their rights"
+        )
 
 
 @broker_app.command("stop")
@@ -56,13 +75,14 @@ def broker_status() -> None:
     """Print the Kafka version, bootstrap address and nodes; exit 1 if none is running."""
     s = settings().broker
     info = broker_mod.status(s)
-    if info is None or not broker_mod.answers_metadata(info.bootstrap):
+    if info is None or not broker_mod.answers_metadata(info.bootstrap, settings=s):
         out.print("not running")
         raise typer.Exit(1)
     expected = len(broker_mod.layout(s))
     pids = ", ".join(f"node {n.node_id} pid {n.pid}" for n in info.nodes)
     out.print(
-        f"running: Apache Kafka {info.version}, bootstrap {info.bootstrap}, "
+        f"running: Apache Kafka {info.version}, bootstrap {info.bootstrap} "
+        f"({'SASL_SSL, ACLs' if broker_mod.recorded_secure(s) else 'PLAINTEXT'}), "
         f"{len(info.nodes)}/{expected} nodes up ({pids})"
     )
     if len(info.nodes) < expected:

@@ -11,6 +11,7 @@ from confluent_kafka import KafkaException
 from rich.table import Table
 
 from streams.cli.common import fail, out, settings
+from streams.kafka_errors import explain
 from streams.progress import read_progress
 
 
@@ -27,7 +28,7 @@ def status(
     try:
         found = read_progress(s.kafka, s.topology, doc_id)
     except KafkaException as exc:
-        fail(f"cannot read docs.progress on {s.kafka.bootstrap_servers}: {exc}", 2)
+        fail(f"cannot read docs.progress: {explain(exc, s.kafka, probe=True)}", 2)
     if found.document is None and not found.pages:
         fail(f"no progress recorded for {doc_id} (not submitted yet, not a valid id, or "
              "older than docs.progress keeps)", 1)  # fmt: skip

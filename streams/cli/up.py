@@ -12,6 +12,7 @@ import typer
 from streams import broker as broker_mod
 from streams.cli.common import fail, out, settings
 from streams.cli.lag import print_lag
+from streams.credentials import CredentialsError
 
 
 def register(app: typer.Typer) -> None:
@@ -23,6 +24,15 @@ def up(
         bool, typer.Option(help="Stop everything once the samples are done (no Ctrl-C wait).")
     ] = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the sample results.")] = 900,
+    secure: Annotated[
+        bool | None,
+        typer.Option(
+            "--secure/--plaintext",
+            help="A SASL_SSL broker with ACLs; the GPU node, the agents, the submitter and "
+            "the results reader each as their own principal. Default: "
+            "PAGESTREAM_BROKER__SECURE (false).",
+        ),
+    ] = None,
 ) -> None:
     """Run the whole pipeline locally: broker, topics, GPU node, agents, sample documents.
 
@@ -33,6 +43,10 @@ def up(
     from streams import local_pipeline as lp
 
     s = settings()
+    if secure is not None:
+        s = s.model_copy(update={"broker": s.broker.model_copy(update={"secure": secure})})
+    else:
+        s = s.model_copy(update={"broker": broker_mod.in_recorded_mode(s.broker)})
     log_dir = s.broker.data_dir.parent / "up-logs"
     stop = False
 
@@ -74,6 +88,6 @@ def up(
                         raise lp.PipelineError(f"{child.name} exited: see {child.log_path}")
                 time.sleep(0.5)
             out.print("stopping")
-    except (lp.PipelineError, broker_mod.BrokerError) as exc:
+    except (lp.PipelineError, broker_mod.BrokerError, CredentialsError) as exc:
         fail(str(exc))
     out.print("stopped cleanly")

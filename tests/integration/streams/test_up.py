@@ -18,6 +18,7 @@ import pytest
 
 from streams.settings import Settings
 from streams.topics import Topology
+from tests.support.up import EXPECTED, sample_statuses
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -74,15 +75,7 @@ def test_up_runs_every_operation_prints_results_and_lag_then_stops_on_ctrl_c(
     assert "stopped cleanly" in printed
     assert not any(_alive(p) for p in pids), "child processes outlived `pagestream up`"
 
-    done = dict(re.findall(r"sample-\d+-([\w-]+): \w+ -> (\w+)", printed))
-    assert done == {
-        "classify-cnh": "completed",
-        "extract-rg-back": "completed",
-        "process-cin": "completed",
-        "process-cin-rotated": "completed",
-        "ocr-pdf-2-pages": "completed",
-        "ocr-born-digital-report": "completed",
-    }, printed[-5000:]
+    assert sample_statuses(printed) == EXPECTED, printed[-5000:]
     results = _printed_results(printed)
     assert results["classify-cnh"]["document_type"] == "cnh_front"
     extract = results["extract-rg-back"]

@@ -63,3 +63,21 @@ def test_every_pagestream_variable_is_a_setting() -> None:
     names = [n for s in _services().values() for n in s.get("environment", {})]
     ours = [n for n in names if n.startswith("PAGESTREAM_")]
     assert ours and [n for n in ours if not setting_exists(n)] == []
+
+
+def test_every_kafka_client_is_the_principal_of_its_role() -> None:
+    """One principal per role (streams/acls.py), its password only from the environment."""
+    from streams import acls
+
+    services = _services()
+    want = {"topics": acls.ADMIN, "acls": acls.ADMIN, "agents": acls.AGENTS,
+            "gpu-node": acls.GPU_NODE, "exporter": acls.MONITOR}  # fmt: skip
+    for name, role in want.items():
+        env = services[name]["environment"]
+        assert env["PAGESTREAM_KAFKA__SASL_USERNAME"] == role, name
+        assert env["PAGESTREAM_KAFKA__SASL_PASSWORD"] == "", f"{name}: a password in the file"
+    secured = _config({**SECRETS, "PAGESTREAM_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+                       "AGENTS_KAFKA_PASSWORD": "from-the-environment"})  # fmt: skip
+    env = yaml.safe_load(secured.stdout)["services"]["agents"]["environment"]
+    assert env["PAGESTREAM_KAFKA__SECURITY_PROTOCOL"] == "SASL_SSL"
+    assert env["PAGESTREAM_KAFKA__SASL_PASSWORD"] == "from-the-environment"

@@ -159,3 +159,25 @@ def test_every_pagestream_variable_is_a_setting_and_ports_match_the_defaults() -
         "pagestream-gpu-node": str(NodeSettings().http_port),
         "pagestream-exporter": str(ExporterSettings().port),
     }
+
+
+def test_every_kafka_client_pod_is_the_principal_of_its_role() -> None:
+    """One principal per role (streams/acls.py); each pod reads only its own password."""
+    from streams import acls
+
+    want = {"agents": acls.AGENTS, "gpu-node": acls.GPU_NODE, "exporter": acls.MONITOR}
+    users = next(d for d in _by_kind("Secret") if d["metadata"]["name"] == "pagestream-kafka-users")
+    found = {}
+    for doc in _docs():
+        if doc["kind"] not in ("Deployment", "StatefulSet"):
+            continue
+        for container in doc["spec"]["template"]["spec"]["containers"]:
+            env = {e["name"]: e for e in container.get("env", [])}
+            if "PAGESTREAM_KAFKA__SASL_USERNAME" not in env:
+                continue
+            role = env["PAGESTREAM_KAFKA__SASL_USERNAME"]["value"]
+            ref = env["PAGESTREAM_KAFKA__SASL_PASSWORD"]["valueFrom"]["secretKeyRef"]
+            assert (ref["name"], ref["key"]) == ("pagestream-kafka-users", role)
+            found[container["name"]] = role
+    assert found == want
+    assert set(users["stringData"]) == set(want.values())

@@ -65,3 +65,25 @@ def test_sasl_without_credentials_is_refused() -> None:
 def test_inline_limit_cannot_exceed_what_a_record_can_carry() -> None:
     with pytest.raises(ValidationError, match="inline_limit_bytes"):
         Settings(blobs={"inline_limit_bytes": 10 * 1024 * 1024})  # type: ignore[arg-type]
+
+
+def test_an_env_file_named_by_pagestream_env_file_is_read_under_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    creds = tmp_path / "producer.env"
+    creds.write_text(
+        "PAGESTREAM_KAFKA__SECURITY_PROTOCOL=SASL_SSL\n"
+        "PAGESTREAM_KAFKA__SASL_MECHANISM=SCRAM-SHA-512\n"
+        "PAGESTREAM_KAFKA__SASL_USERNAME=producer\n"
+        "PAGESTREAM_KAFKA__SASL_PASSWORD=from-the-file\n"
+    )
+    monkeypatch.setenv("PAGESTREAM_ENV_FILE", str(creds))
+    monkeypatch.setenv("PAGESTREAM_KAFKA__SASL_USERNAME", "from-the-environment")
+    kafka = Settings().kafka
+    assert kafka.security_protocol == "SASL_SSL" and kafka.sasl_mechanism == "SCRAM-SHA-512"
+    assert kafka.sasl_password is not None
+    assert kafka.sasl_password.get_secret_value() == "from-the-file"
+    assert kafka.sasl_username == "from-the-environment"
+    monkeypatch.setenv("PAGESTREAM_ENV_FILE", str(tmp_path / "missing.env"))
+    with pytest.raises(ValueError, match="env_file"):
+        Settings()
