@@ -119,7 +119,7 @@ class WebhookNotifier:
         self._metrics.webhooks.labels("delivered").inc()
         return []
 
-    async def _deliver(self, post: _Post, slots: asyncio.Semaphore) -> None:
+    async def _deliver(self, post: _Post) -> None:
         """POST (or dead-letter) one record, then free its slot; never raises but for
         cancellation (RecordHandling dead-letters what fails and retries the broker)."""
         started = time.perf_counter()
@@ -134,7 +134,7 @@ class WebhookNotifier:
             post.settled.set_exception(exc)
             raise
         finally:
-            slots.release()
+            self._slots.release()
         self._settle(post)
         self._metrics.record(AGENT, emits, time.perf_counter() - started)
 
@@ -164,7 +164,7 @@ class WebhookNotifier:
             loop = asyncio.get_running_loop()
             for post in pending:
                 await self._slots.acquire()
-                post.task = loop.create_task(self._deliver(post, self._slots))
+                post.task = loop.create_task(self._deliver(post))
             return
         log.info("notify: %d webhook records under way handed back to %s", len(pending),
                  pending[0].origin.topic)  # fmt: skip
@@ -174,7 +174,6 @@ class WebhookNotifier:
     async def run(self, stream: faust.StreamT[Any]) -> AsyncIterator[None]:
         """The agent's loop: see the module docstring."""
         manual = cast(faust.Stream[Any], stream).noack()  # the windows acknowledge
-        slots = self._slots
         room = asyncio.Semaphore(self._limit)  # records taken and not acknowledged
 
         async def ack(event: Any) -> object:
@@ -184,18 +183,15 @@ class WebhookNotifier:
                 room.release()
 
         windows: dict[int, Window] = {}  # per partition: one slow POST holds back only its own
-        posts: set[asyncio.Task[None]] = set()
         loop = asyncio.get_running_loop()
         try:
             async for event in manual.events():
                 origin = Origin.from_faust_event(event)
                 await room.acquire()
-                await slots.acquire()
+                await self._slots.acquire()
                 post = _Post(origin)
-                post.task = loop.create_task(self._deliver(post, slots))
+                post.task = loop.create_task(self._deliver(post))
                 self._posts.add(post)
-                posts.add(post.task)
-                post.task.add_done_callback(posts.discard)
                 window = windows.get(origin.partition)
                 if window is None:
                     window = Window(f"{AGENT}[{origin.partition}]", ack, self._limit)
@@ -207,5 +203,6 @@ class WebhookNotifier:
             # the partition's next owner, with the same idempotency key.
             for window in windows.values():
                 window.close()
-            for task in posts:
-                task.cancel()
+            for post in list(self._posts):
+                if post.task is not None:
+                    post.task.cancel()
