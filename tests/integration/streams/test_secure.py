@@ -330,8 +330,12 @@ def test_up_secure_runs_every_operation_with_no_secret_in_any_log(
     assert proc.wait() == 0, printed[-5000:]
     assert on_argv == set(), f"passwords on a command line or in an environment: {on_argv}"
     assert sample_statuses(printed) == EXPECTED, printed[-5000:]
+    # What `up` printed after the last result: the lag of both groups, partition by partition.
+    lag_tables = printed[max(0, printed.find("total lag") - 300) :]
     for group in (secure.topology.agents_app, secure.node.group_id):
-        assert re.search(rf"group {re.escape(group)} \(\w+\), total lag 0 records", printed)
+        assert re.search(rf"group {re.escape(group)} \(\w+\), total lag 0 records", printed), (
+            lag_tables[-6000:]
+        )
 
     logs = {"up": printed}
     log_dir = b.data_dir.parent / "up-logs"
