@@ -330,11 +330,14 @@ def test_up_secure_runs_every_operation_with_no_secret_in_any_log(
     assert proc.wait() == 0, printed[-5000:]
     assert on_argv == set(), f"passwords on a command line or in an environment: {on_argv}"
     assert sample_statuses(printed) == EXPECTED, printed[-5000:]
-    # What `up` printed after the last result: the lag of both groups, partition by partition.
+    # What `up` printed after the last result: the lag of both groups, partition by partition;
+    # and the end of the agents' log (a rebalance, a commit refused), to tell why if not 0.
     lag_tables = printed[max(0, printed.find("total lag") - 300) :]
+    agents_log = (b.data_dir.parent / "up-logs" / "agents.log").read_text(errors="replace")
+    agents_end = "\n".join(ln for ln in agents_log.splitlines() if "%3|" not in ln)[-3000:]
     for group in (secure.topology.agents_app, secure.node.group_id):
         assert re.search(rf"group {re.escape(group)} \(\w+\), total lag 0 records", printed), (
-            lag_tables[-6000:]
+            f"{lag_tables[-6000:]}\n--- agents.log ---\n{agents_end}"
         )
 
     logs = {"up": printed}
