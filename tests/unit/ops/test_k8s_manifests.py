@@ -13,7 +13,13 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from streams.settings import AgentSettings, ExporterSettings, NodeSettings, Settings
+from streams.settings import (
+    AgentSettings,
+    ExporterSettings,
+    KafkaSettings,
+    NodeSettings,
+    Settings,
+)
 from streams.topics import (
     CLASSIFIED,
     EXTRACTED,
@@ -88,7 +94,7 @@ def test_core_kinds_validate_against_the_kubernetes_schemas() -> None:
 def test_custom_resources_validate_against_their_crds() -> None:
     crds = _crd_schemas()
     custom = [d for d in _docs() if (d["apiVersion"], d["kind"]) in crds]
-    assert {d["kind"] for d in custom} == {"ScaledObject", "PodMonitor"}
+    assert {d["kind"] for d in custom} == {"ScaledObject", "TriggerAuthentication", "PodMonitor"}
     for doc in custom:
         body = {k: v for k, v in doc.items() if k != "metadata"}  # metadata: ObjectMeta
         jsonschema.validate(body, _strict(crds[(doc["apiVersion"], doc["kind"])]))
@@ -113,9 +119,54 @@ def test_keda_scales_the_agents_on_their_group_capped_at_the_partition_count() -
     assert trigger["metadata"]["consumerGroup"] == Settings().topology.agents_app
     inputs = (RAW, ORIENTED, CLASSIFIED, EXTRACTED, RECOGNIZED, PAGES_DONE, WEBHOOKS)
     assert spec["maxReplicaCount"] == max(t.partitions for t in inputs)
-    (config,) = _by_kind("ConfigMap")
-    bootstrap = config["data"]["PAGESTREAM_KAFKA__BOOTSTRAP_SERVERS"]
+    bootstrap = _config_map("pagestream-config")["PAGESTREAM_KAFKA__BOOTSTRAP_SERVERS"]
     assert trigger["metadata"]["bootstrapServers"] == bootstrap
+
+
+def _config_map(name: str) -> dict[str, str]:
+    (found,) = [d["data"] for d in _by_kind("ConfigMap") if d["metadata"]["name"] == name]
+    return found  # type: ignore[no-any-return]
+
+
+def _keda_kafka_auth(settings: KafkaSettings) -> dict[str, str]:
+    """What KEDA's Kafka scaler calls the pods' Kafka security settings."""
+    mechanisms = {"PLAIN": "plaintext", "SCRAM-SHA-256": "scram_sha256",
+                  "SCRAM-SHA-512": "scram_sha512"}  # fmt: skip
+    return {
+        "sasl": mechanisms[settings.sasl_mechanism] if settings.uses_sasl else "none",
+        "tls": "enable" if settings.uses_ssl else "disable",
+    }
+
+
+def test_keda_logs_in_as_the_monitor_the_way_the_pods_do() -> None:
+    from streams import acls
+
+    (scaled,) = _by_kind("ScaledObject")
+    (trigger,) = scaled["spec"]["triggers"]
+    (auth,) = _by_kind("TriggerAuthentication")
+    assert trigger["authenticationRef"]["name"] == auth["metadata"]["name"]
+    params = {r["parameter"]: r for r in auth["spec"]["configMapTargetRef"]}
+    keda = _config_map(params["sasl"]["name"])
+    resolved = {p: keda[r["key"]] for p, r in params.items()}
+    config = _config_map("pagestream-config")
+    pods = KafkaSettings(
+        security_protocol=config["PAGESTREAM_KAFKA__SECURITY_PROTOCOL"],
+        sasl_mechanism=config["PAGESTREAM_KAFKA__SASL_MECHANISM"],
+        sasl_username=resolved["username"],
+        sasl_password="any",
+    )
+    assert {k: resolved[k] for k in ("sasl", "tls")} == _keda_kafka_auth(pods)
+    assert resolved["username"] == acls.MONITOR
+    (password,) = auth["spec"]["secretTargetRef"]
+    assert (password["parameter"], password["name"], password["key"]) == (
+        "password",
+        "pagestream-kafka-users",
+        acls.MONITOR,
+    )
+    # The mapping is not a tautology: a secured cluster reads differently.
+    secured = KafkaSettings(security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-512",
+                            sasl_username="monitor", sasl_password="any")  # fmt: skip
+    assert _keda_kafka_auth(secured) == {"sasl": "scram_sha512", "tls": "enable"}
 
 
 def test_the_gpu_node_keeps_a_stable_transactional_id() -> None:
