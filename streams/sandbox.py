@@ -3,8 +3,9 @@
 Rasterizing a PDF or decoding an image runs code that the uploader steers: PyMuPDF
 holds the GIL while it renders (a thread would stall the agent's event loop, its
 heartbeats and every partition it serves), a tiny PDF can nest drawings so that one
-page takes hours, and a page can ask for gigabytes. So ingest hands the bytes to a
-render process of its own and reads the pages back one at a time:
+page takes hours, and a page can ask for gigabytes. So ingest hands the bytes to one
+of its render processes (RendererPool: documents render side by side, so one that runs
+to its deadline holds one process, not ingest) and reads the pages back one at a time:
 
 - the process runs with RLIMIT_AS at ``memory_bytes``: an allocation past it fails in
   the child (Pillow and MuPDF raise), never in the agent, and the kernel's OOM killer
@@ -32,6 +33,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import queue
 import resource
 import signal
 import socket
@@ -110,8 +112,7 @@ def paginate(job: RenderJob) -> Iterator[TextLayerRead | PageImage]:
 
 
 class Renderer:
-    """One render process, used by one thread at a time (ingest takes a document at a
-    time; more render capacity is more agent workers)."""
+    """One render process, used by one thread at a time (RendererPool hands it out)."""
 
     def __init__(
         self,
@@ -230,6 +231,48 @@ class Renderer:
                 self._proc.kill()
             self._proc.wait(5)
         self._proc, self._conn = None, None
+
+
+class RendererPool:
+    """`size` render processes, each document on whichever is free: a document that
+    renders to its deadline holds one of them, not ingest. Each process starts on its
+    first document; each has the same limits, so the worker's memory is bounded by
+    `size` x `memory_bytes` for rendering."""
+
+    def __init__(
+        self,
+        size: int,
+        *,
+        timeout_s: float,
+        memory_bytes: int,
+        on_restart: Callable[[str], None] | None = None,
+    ) -> None:
+        if size < 1:
+            raise ValueError(f"a pool needs at least 1 render process, not {size}")
+        self.renderers = [
+            Renderer(timeout_s=timeout_s, memory_bytes=memory_bytes, on_restart=on_restart)
+            for _ in range(size)
+        ]
+        self._free: queue.SimpleQueue[Renderer] = queue.SimpleQueue()
+        for renderer in self.renderers:
+            self._free.put(renderer)
+
+    @property
+    def size(self) -> int:
+        return len(self.renderers)
+
+    def pages(self, job: RenderJob) -> Iterator[TextLayerRead | PageImage]:
+        """`Renderer.pages(job)` on a free render process; waits for one while all are
+        busy (ingest starts no more documents at once than there are processes)."""
+        renderer = self._free.get()
+        try:
+            yield from renderer.pages(job)
+        finally:
+            self._free.put(renderer)
+
+    def close(self) -> None:
+        for renderer in self.renderers:
+            renderer.close()
 
 
 def _error(kind: str, value: Any, memory_bytes: int) -> MediaError:

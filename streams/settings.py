@@ -212,6 +212,10 @@ class AgentSettings(BaseModel):
     # The render process's address space (RLIMIT_AS). About 0.55 GiB of it is the
     # interpreter and its libraries; a page at max_page_pixels takes about 0.4 GiB more.
     render_memory_bytes: int = Field(default=3 * 512 * 1024**2, ge=640 * 1024**2)
+    # Render processes per worker: documents rendered side by side, so one that runs
+    # to render_timeout_s holds one process, not ingest. Each may use up to
+    # render_memory_bytes.
+    render_processes: int = Field(default=2, ge=1, le=32)
     # How fast the group notices a dead worker and hands its partitions on. Lower
     # is faster failover but a long GC pause or CPU starvation can then evict a
     # live worker; faust's own default is 60 s.
@@ -242,12 +246,13 @@ class AgentSettings(BaseModel):
     # One small record on docs.progress each time a page moves (`pagestream status`).
     progress_events: bool = True
     # route and deliver take further records while the broker acknowledges the outputs
-    # of earlier ones (streams/agents/pipeline.py); at most this many per agent are
-    # taken and not yet acknowledged. 1: one record at a time.
+    # of earlier ones (streams/agents/pipeline.py); at most this many per agent (for
+    # ingest, per partition: those done behind one still rendering) are taken and not
+    # yet acknowledged. 1: one record at a time.
     max_in_flight: int = Field(default=1000, ge=1)
     # How long the agents' producer waits to fill a batch before sending it: a few ms
     # makes one produce request of many pipelined outputs. Adds up to that much to each
-    # hop (ingest, which sends record by record, waits it once per document).
+    # hop (ingest, which sends a document's outputs together, waits it once per document).
     producer_linger_ms: int = Field(default=5, ge=0)
 
 

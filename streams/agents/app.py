@@ -6,9 +6,10 @@ logic lives in ingest.py, route.py, deliver.py and notify.py as plain objects fr
 a consumed record (`streams.envelope.Origin`) to the records to send; this module
 only builds them and moves bytes. Agents are at-least-once (faust's exactly_once is
 unreliable): an input counts as processed (faust may commit its offset) only once the
-broker acknowledged every output. ingest awaits them record by record; route and
-deliver keep up to `agents.max_in_flight` records in flight and acknowledge their
-inputs in order as the outputs are acknowledged (pipeline.py); notify POSTs up to
+broker acknowledged every output. ingest renders up to `agents.render_processes`
+documents at once; it, route and deliver keep up to `agents.max_in_flight` records in
+flight and acknowledge their inputs in order as the outputs are acknowledged
+(pipeline.py); notify POSTs up to
 `agents.webhook_concurrency` webhooks at once and acknowledges its inputs per
 partition in order (notify.py).
 """
@@ -45,7 +46,7 @@ from streams.agents.table import JsonTable
 from streams.blobs import BlobStore
 from streams.envelope import Origin, Outgoing, tick
 from streams.media import Budget
-from streams.sandbox import Renderer
+from streams.sandbox import RendererPool
 from streams.settings import Settings
 from streams.topics import (
     CLASSIFIED,
@@ -96,6 +97,10 @@ TICK = headers.TICK_SCHEMA
 _NONE: frozenset[bytes] = frozenset()
 
 
+async def _finished(task: asyncio.Task[None]) -> None:
+    await task
+
+
 def _hop(name: str, origin: Origin) -> AbstractContextManager[object]:
     """The hop's trace span (streams/tracing.py); none for deliver's ticks, which belong
     to no document."""
@@ -137,6 +142,53 @@ class _Pipelined:
         self._handling = handling
         self._metrics = metrics
         self._limit = limit
+
+    async def _ingest_one(self, origin: Origin, step: Step, started: float) -> None:
+        with _hop("ingest", origin):
+            emits = await self._handling.run("ingest", origin, step)
+        self._metrics.record("ingest", emits, time.perf_counter() - started)
+
+    async def ingest(
+        self, stream: faust.StreamT[Any], step: Step, unfinished: int
+    ) -> AsyncIterator[None]:
+        """Documents rendered side by side (step waits for a free render process), up to
+        `unfinished` taken and not yet through; each partition's inputs acknowledged in
+        the order taken. A document that renders to its deadline holds back its own
+        partition's commits, not the documents taken after it, and a rebalance waits
+        for the documents under way, not for a backlog taken ahead of them."""
+        manual = cast(faust.Stream[Any], stream).noack()  # the windows acknowledge
+        windows: dict[tuple[str, int], Window] = {}
+        slots = asyncio.Semaphore(unfinished)
+        running: set[asyncio.Task[None]] = set()
+
+        def done(task: asyncio.Task[None]) -> None:
+            running.discard(task)
+            slots.release()
+
+        try:
+            async for event in manual.events():
+                started = time.perf_counter()
+                origin = Origin.from_faust_event(event)
+                tp = (origin.topic, origin.partition)
+                window = windows.get(tp)
+                if window is None:
+                    window = windows[tp] = Window(f"ingest {tp}", manual.ack, self._limit)
+                key = origin.key or b""
+                if window.holds(key):
+                    # The same document again (a resubmission, a replay; same key, same
+                    # partition): after the first, never beside it.
+                    await window.drain()
+                await slots.acquire()
+                task = asyncio.create_task(self._ingest_one(origin, step, started))
+                running.add(task)
+                task.add_done_callback(done)
+                await window.put(InFlight(event, partial(_finished, task), frozenset({key})))
+                yield None
+        finally:
+            for window in windows.values():
+                window.close()
+            for task in running:
+                task.cancel()
 
     async def _settle(self, stage: str, origin: Origin, sent: Sent, started: float) -> None:
         emits = await self._handling.settle(stage, origin, sent)
@@ -233,7 +285,8 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
     app = _faust_app(settings)
     blobs = BlobStore.from_settings(settings.blobs)
     metrics = AgentMetrics(registry or CollectorRegistry(), topo.name(DLQ))
-    renderer = Renderer(
+    renderer = RendererPool(
+        agents.render_processes,
         timeout_s=agents.render_timeout_s,
         memory_bytes=agents.render_memory_bytes,
         on_restart=lambda reason: metrics.render_restarts.labels(reason).inc(),
@@ -280,24 +333,24 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
     notify = WebhookNotifier(settings.agents, metrics, handling)
     cast(Transport, app.transport).before_wait_empty.append(notify.hand_back)
 
+    # A document at a time per render process; the thread only waits on it (the render
+    # process does the CPU work, off the event loop that serves heartbeats).
+    render_slots = asyncio.Semaphore(renderer.size)
+
     async def ingest_step(origin: Origin) -> list[Outgoing]:
-        # Rasterizing is CPU work: off the event loop, which serves heartbeats.
-        return await asyncio.to_thread(ingest.handle, origin)
+        async with render_slots:
+            return await asyncio.to_thread(ingest.handle, origin)
 
     async def route_step(origin: Origin) -> list[Outgoing]:
         return route.handle(origin)
 
+    pipelined = _Pipelined(handling, metrics, agents.max_in_flight)
+
     @app.agent(raw_topic, name="ingest")
     async def ingest_agent(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
-        async for event in stream.events():
-            started = time.perf_counter()
-            origin = Origin.from_faust_event(event)
-            with _hop("ingest", origin):
-                emits = await handling.run("ingest", origin, ingest_step)
-            metrics.record("ingest", emits, time.perf_counter() - started)
+        # Twice the render processes: one waits for each process while it renders.
+        async for _ in pipelined.ingest(stream, ingest_step, 2 * renderer.size):
             yield None
-
-    pipelined = _Pipelined(handling, metrics, agents.max_in_flight)
 
     @app.agent(facts_topic, name="route")
     async def route_agent(stream: faust.StreamT[Any]) -> AsyncIterator[None]:

@@ -33,7 +33,13 @@ from streams.agents.deliver import webhook_record
 from streams.blobs import BlobStore, BlobStoreUnavailableError
 from streams.envelope import Origin, Outgoing, dead_letter, error_message, next_record
 from streams.routing import next_step
-from streams.sandbox import Renderer, RendererUnavailableError, RenderJob, TextLayerRead
+from streams.sandbox import (
+    Renderer,
+    RendererPool,
+    RendererUnavailableError,
+    RenderJob,
+    TextLayerRead,
+)
 from streams.submit import stable_doc_id
 from streams.text_layer import TextPage
 from streams.topics import DLQ, RESULTS, Topology
@@ -50,7 +56,7 @@ class Ingest:
         blobs: BlobStore,
         *,
         group: str,
-        renderer: Renderer,
+        renderer: Renderer | RendererPool,
         max_pixels: int,
         budget: media.Budget,
         progress: bool = False,

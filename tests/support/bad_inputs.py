@@ -139,11 +139,13 @@ def laughing_pdf(depth: int, fanout: int = 10) -> bytes:
     return _raw_pdf(objects)
 
 
-def busy_page_pdf(million_squares: int) -> bytes:
-    """A one-page PDF whose content stream fills `million_squares` million 1-point squares:
-    about a kilobyte per million compressed, and (unlike laughing_pdf) flat in memory while
-    it renders, since MuPDF reads the stream as it draws. About 0.7 s per million here."""
-    chunk = b"0 0 1 1 re f\n" * 100_000
+def busy_page_pdf(million_squares: int, side_pt: int = 1) -> bytes:
+    """A one-page PDF (200 x 100 pt) whose content stream fills `million_squares` million
+    squares of `side_pt` points: a few kilobytes per million compressed. MuPDF holds the
+    decompressed stream (13 bytes a square of 1 pt), so memory grows with the count, not
+    with the side. 1-pt squares take about 0.7 s per million here; 100-pt ones, which
+    fill half the page, about 40 s per million at 150 dpi."""
+    chunk = b"0 0 %d %d re f\n" % (side_pt, side_pt) * 100_000
     deflate = zlib.compressobj(9)
     body = b"".join(deflate.compress(chunk) for _ in range(10 * million_squares))
     body += deflate.flush()

@@ -18,6 +18,7 @@ from streams.media import UNLIMITED, Budget, DocumentTooLargeError, PageImage, T
 from streams.sandbox import (
     RenderCrashedError,
     Renderer,
+    RendererPool,
     RenderJob,
     RenderMemoryError,
     RenderTimeoutError,
@@ -25,7 +26,7 @@ from streams.sandbox import (
     paginate,
 )
 from synth.pdf import report_pages, text_pdf
-from tests.support.bad_inputs import blank_pdf, encode, good_inputs, laughing_pdf
+from tests.support.bad_inputs import blank_pdf, busy_page_pdf, encode, good_inputs, laughing_pdf
 
 # About 50 s of rendering without a limit (see laughing_pdf): far past every deadline here.
 SLOW_PDF = laughing_pdf(6, 20)
@@ -147,3 +148,40 @@ def test_pages_come_one_at_a_time_before_the_document_is_done(renderer: Renderer
             if isinstance(item, PageImage):
                 got.append(item.page_no)
     assert got == [1]
+
+
+def test_a_pool_renders_beside_a_document_stuck_to_its_deadline() -> None:
+    """A document that renders to its deadline holds one process of the pool; the other
+    renders the next documents meanwhile, and the stuck one's process is replaced."""
+    pool = RendererPool(2, timeout_s=5, memory_bytes=2 * 1024**3)
+    # About 20 s at 72 dpi, in flat memory (laughing_pdf would meet the memory cap first).
+    busy = busy_page_pdf(2, side_pt=100)
+    try:
+        for _ in range(2):  # both processes started (free ones are handed out in turn)
+            list(pool.pages(job(THREE_FRAMES)))
+        outcome: list[BaseException] = []
+
+        def slow() -> None:
+            try:
+                list(pool.pages(job(busy)))
+            except Exception as exc:  # the test looks at which
+                outcome.append(exc)
+
+        stuck = threading.Thread(target=slow)
+        stuck.start()
+        for _ in range(3):
+            pages = list(pool.pages(job(THREE_FRAMES)))
+            assert len(pages) == 4  # the text layer read, then three frames
+        assert stuck.is_alive(), "the slow document ended before the others were rendered"
+        stuck.join(60)
+        assert [type(e) for e in outcome] == [RenderTimeoutError], outcome
+        assert "render_timeout_s" in str(outcome[0])
+        assert sum(r.restarts.get("timeout", 0) for r in pool.renderers) == 1
+        assert len(list(pool.pages(job(THREE_FRAMES)))) == 4  # both processes serve again
+    finally:
+        pool.close()
+
+
+def test_a_pool_needs_a_process() -> None:
+    with pytest.raises(ValueError, match="at least 1 render process"):
+        RendererPool(0, timeout_s=1, memory_bytes=SMALL_MEMORY)

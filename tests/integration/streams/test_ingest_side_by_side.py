@@ -1,0 +1,114 @@
+"""A document that renders to its deadline does not hold up the documents behind it.
+
+A worker with two render processes (PAGESTREAM_AGENTS__RENDER_PROCESSES) is given a PDF
+that renders for over a minute, then ordinary documents: their pages reach the GPU
+work topics while the slow one still renders (its dead letter, at the render deadline,
+comes after them). With documents rendered one at a time, as before, every ordinary
+document waited for the slow one's deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from schemas import Operation, Options, headers
+from streams.settings import Settings
+from streams.submit import Submitter
+from streams.topics import DLQ, WORK_BY_STAGE, Topology
+from tests.support import agents as support
+from tests.support.bad_inputs import busy_page_pdf, good_inputs
+from tests.support.pages import read_committed
+
+pytestmark = pytest.mark.kafka
+
+# Long enough that the ordinary documents, on a loaded machine, finish well within it;
+# the slow PDF (a million half-page fills: about 40 s at 150 dpi here, more at the
+# default 200 dpi) runs into it, its 13 MB content stream far from the memory cap.
+RENDER_TIMEOUT_S = 20
+
+
+@pytest.fixture
+def worker(cli_env: Settings, topology: Topology, tmp_path: Path) -> Iterator[support.Worker]:
+    w = support.start_worker(
+        tmp_path / "agents.log",
+        RENDER_PROCESSES="2",
+        RENDER_TIMEOUT_S=str(RENDER_TIMEOUT_S),
+    )
+    try:
+        yield w
+    finally:
+        w.stop()
+        print(w.tail())
+
+
+def _work_keys(settings: Settings, topology: Topology, expect: int, timeout_s: float) -> set[str]:
+    topics = [topology.name(t) for t in WORK_BY_STAGE.values()]
+    got = read_committed(settings, topics, expect=expect, timeout_s=timeout_s)
+    return {(m.key() or b"").decode() for m in got}
+
+
+def _render_cpu_s(worker_pid: int) -> float:
+    """CPU seconds the worker's render processes used so far (each started by whichever
+    thread of the worker rendered first, so every thread's children are looked at)."""
+    ticks = 0
+    for children in Path(f"/proc/{worker_pid}/task").glob("*/children"):
+        for pid in children.read_text().split():
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except FileNotFoundError:
+                continue
+            fields = stat.rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _wait_until_rendering(worker: support.Worker, since_s: float) -> None:
+    deadline = time.monotonic() + 60
+    while _render_cpu_s(worker.proc.pid) < since_s + 1.0:
+        assert time.monotonic() < deadline, "the slow document never started rendering"
+        time.sleep(0.2)
+
+
+def test_ordinary_documents_pass_a_document_rendering_to_its_deadline(
+    cli_env: Settings, topology: Topology, worker: support.Worker
+) -> None:
+    settings = cli_env
+    sub = Submitter(settings)
+    options = Options(auto_rotate=False)
+    png = good_inputs()["png"]
+
+    # The worker has joined and ingested a document before the slow one comes.
+    sub.submit_bytes(png, operation=Operation.classify, options=options, doc_id="warm-up")
+    sub.flush()
+    assert _work_keys(settings, topology, expect=1, timeout_s=120) == {"warm-up"}
+
+    before = _render_cpu_s(worker.proc.pid)
+    sub.submit_bytes(busy_page_pdf(1, side_pt=100), operation=Operation.classify,
+                     options=options, doc_id="slow")  # fmt: skip
+    sub.flush()
+    # Taken and rendering before the others are sent: each of them comes after it.
+    _wait_until_rendering(worker, since_s=before)
+    ordinary = {f"ok-{n}" for n in range(3)}
+    for doc_id in sorted(ordinary):
+        sub.submit_bytes(png, operation=Operation.classify, options=options, doc_id=doc_id)
+    sub.flush()
+
+    # Everything ingest wrote, read until the ordinary documents' pages are there; by
+    # then the slow document has no dead letter yet: it is still rendering.
+    keys = _work_keys(settings, topology, expect=1 + len(ordinary), timeout_s=RENDER_TIMEOUT_S)
+    dead = read_committed(settings, [topology.name(DLQ)], expect=1, timeout_s=1)
+    assert ordinary <= keys, f"only {sorted(keys)} ingested; dead letters: {len(dead)}"
+    assert dead == [], "the slow document ended before the ordinary ones were ingested"
+
+    # And the slow one does end, by the deadline, naming it.
+    (letter,) = read_committed(settings, [topology.name(DLQ)], expect=1,
+                               timeout_s=RENDER_TIMEOUT_S + 60)  # fmt: skip
+    assert letter.key() == b"slow"
+    reason = dict(letter.headers() or [])[headers.ERROR_EXCEPTION_MESSAGE].decode()
+    assert "render_timeout_s" in reason, reason
+    assert worker.poll() is None, "the worker died"
