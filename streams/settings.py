@@ -246,9 +246,9 @@ class AgentSettings(BaseModel):
     # One small record on docs.progress each time a page moves (`pagestream status`).
     progress_events: bool = True
     # route and deliver take further records while the broker acknowledges the outputs
-    # of earlier ones (streams/agents/pipeline.py); at most this many per agent (for
-    # ingest, per partition: those done behind one still rendering) are taken and not
-    # yet acknowledged. 1: one record at a time.
+    # of earlier ones (streams/agents/pipeline.py); at most this many per agent are
+    # taken and not yet acknowledged. 1: one record at a time. (ingest's bound is its
+    # render processes: see render_processes.)
     max_in_flight: int = Field(default=1000, ge=1)
     # How long the agents' producer waits to fill a batch before sending it: a few ms
     # makes one produce request of many pipelined outputs. Adds up to that much to each

@@ -21,6 +21,7 @@ import contextvars
 import logging
 import time
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from typing import Any, cast
@@ -95,6 +96,10 @@ class _DeliverStep:
 
 TICK = headers.TICK_SCHEMA
 _NONE: frozenset[bytes] = frozenset()
+# Inputs of one docs.raw partition through ingest but not acknowledged, waiting behind
+# an earlier one still rendering (up to render_timeout_s): each keeps its record (up to
+# max_record_bytes) in memory. Past it the agent takes no more until the head is done.
+INGEST_DONE_BEHIND = 32
 
 
 async def _finished(task: asyncio.Task[None]) -> None:
@@ -135,15 +140,22 @@ def _submitter(app: faust.App) -> Submit:
 
 
 class _Pipelined:
-    """route's and deliver's loops: records taken while earlier outputs are on their
-    way, inputs acknowledged in order once their outputs are (pipeline.py)."""
+    """ingest's, route's and deliver's loops: records taken while earlier ones are on
+    their way, inputs acknowledged in order once their outputs are (pipeline.py)."""
 
     def __init__(self, handling: RecordHandling, metrics: AgentMetrics, limit: int) -> None:
         self._handling = handling
         self._metrics = metrics
         self._limit = limit
 
-    async def _ingest_one(self, origin: Origin, step: Step, started: float) -> None:
+    async def _ingest_one(
+        self, origin: Origin, step: Step, after: asyncio.Task[None] | None
+    ) -> None:
+        if after is not None:
+            # The same document taken again (a resubmission, a replay): after the first,
+            # never beside it; the others go on meanwhile.
+            await asyncio.wait([after])
+        started = time.perf_counter()
         with _hop("ingest", origin):
             emits = await self._handling.run("ingest", origin, step)
         self._metrics.record("ingest", emits, time.perf_counter() - started)
@@ -153,36 +165,39 @@ class _Pipelined:
     ) -> AsyncIterator[None]:
         """Documents rendered side by side (step waits for a free render process), up to
         `unfinished` taken and not yet through; each partition's inputs acknowledged in
-        the order taken. A document that renders to its deadline holds back its own
+        the order taken, with up to INGEST_DONE_BEHIND of them through but waiting for
+        an earlier one. A document that renders to its deadline holds back its own
         partition's commits, not the documents taken after it, and a rebalance waits
         for the documents under way, not for a backlog taken ahead of them."""
         manual = cast(faust.Stream[Any], stream).noack()  # the windows acknowledge
         windows: dict[tuple[str, int], Window] = {}
         slots = asyncio.Semaphore(unfinished)
         running: set[asyncio.Task[None]] = set()
+        latest: dict[bytes, asyncio.Task[None]] = {}  # the last task taken per document
 
-        def done(task: asyncio.Task[None]) -> None:
+        def done(key: bytes | None, task: asyncio.Task[None]) -> None:
             running.discard(task)
             slots.release()
+            if key is not None and latest.get(key) is task:
+                del latest[key]
 
         try:
             async for event in manual.events():
-                started = time.perf_counter()
                 origin = Origin.from_faust_event(event)
                 tp = (origin.topic, origin.partition)
                 window = windows.get(tp)
                 if window is None:
-                    window = windows[tp] = Window(f"ingest {tp}", manual.ack, self._limit)
-                key = origin.key or b""
-                if window.holds(key):
-                    # The same document again (a resubmission, a replay; same key, same
-                    # partition): after the first, never beside it.
-                    await window.drain()
+                    window = Window(f"ingest {tp}", manual.ack, INGEST_DONE_BEHIND)
+                    windows[tp] = window
                 await slots.acquire()
-                task = asyncio.create_task(self._ingest_one(origin, step, started))
+                key = origin.key
+                after = latest.get(key) if key is not None else None
+                task = asyncio.create_task(self._ingest_one(origin, step, after))
                 running.add(task)
-                task.add_done_callback(done)
-                await window.put(InFlight(event, partial(_finished, task), frozenset({key})))
+                task.add_done_callback(partial(done, key))
+                if key is not None:
+                    latest[key] = task
+                await window.put(InFlight(event, partial(_finished, task)))
                 yield None
         finally:
             for window in windows.values():
@@ -333,13 +348,16 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
     notify = WebhookNotifier(settings.agents, metrics, handling)
     cast(Transport, app.transport).before_wait_empty.append(notify.hand_back)
 
-    # A document at a time per render process; the thread only waits on it (the render
-    # process does the CPU work, off the event loop that serves heartbeats).
-    render_slots = asyncio.Semaphore(renderer.size)
+    # A thread per render process, each waiting on its process (which does the CPU work,
+    # off the event loop that serves heartbeats). Their own threads, not the loop's
+    # default executor: a step cancelled with its agent keeps its thread (and process)
+    # until its document is through, and the next documents queue here for a free one.
+    render_threads = ThreadPoolExecutor(renderer.size, thread_name_prefix="ingest-render")
 
     async def ingest_step(origin: Origin) -> list[Outgoing]:
-        async with render_slots:
-            return await asyncio.to_thread(ingest.handle, origin)
+        return await asyncio.get_running_loop().run_in_executor(
+            render_threads, ingest.handle, origin
+        )
 
     async def route_step(origin: Origin) -> list[Outgoing]:
         return route.handle(origin)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -167,8 +168,12 @@ def test_a_pool_renders_beside_a_document_stuck_to_its_deadline() -> None:
             except Exception as exc:  # the test looks at which
                 outcome.append(exc)
 
+        before = _cpu_s(pool)
         stuck = threading.Thread(target=slow)
         stuck.start()
+        while _cpu_s(pool) < before + 0.5:  # the slow document is rendering
+            assert stuck.is_alive(), outcome
+            time.sleep(0.05)
         for _ in range(3):
             pages = list(pool.pages(job(THREE_FRAMES)))
             assert len(pages) == 4  # the text layer read, then three frames
@@ -180,6 +185,16 @@ def test_a_pool_renders_beside_a_document_stuck_to_its_deadline() -> None:
         assert len(list(pool.pages(job(THREE_FRAMES)))) == 4  # both processes serve again
     finally:
         pool.close()
+
+
+def _cpu_s(pool: RendererPool) -> float:
+    """CPU seconds the pool's render processes used so far."""
+    ticks = 0
+    for pid in (r.pid for r in pool.renderers):
+        if pid is not None:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def test_a_pool_needs_a_process() -> None:
