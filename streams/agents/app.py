@@ -355,8 +355,11 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
     render_threads = ThreadPoolExecutor(renderer.size, thread_name_prefix="ingest-render")
 
     async def ingest_step(origin: Origin) -> list[Outgoing]:
+        # In this task's context, as asyncio.to_thread would: the hop's trace span is
+        # the parent of the records ingest writes.
+        context = contextvars.copy_context()
         return await asyncio.get_running_loop().run_in_executor(
-            render_threads, ingest.handle, origin
+            render_threads, partial(context.run, ingest.handle, origin)
         )
 
     async def route_step(origin: Origin) -> list[Outgoing]:

@@ -99,7 +99,12 @@ def webhook_receiver() -> Iterator[WebhookReceiver]:
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
+            length = int(self.headers["Content-Length"])
+            body = self.rfile.read(length)
+            if len(body) < length:
+                # The sender went away mid-request (a worker SIGKILLed while it POSTed):
+                # a real receiver gets a reset connection, not a delivery.
+                return
             got = Received(dict(self.headers), body, self.path)
             if self.path in receiver.silent:
                 with lock:
