@@ -7,9 +7,9 @@ a consumed record (`streams.envelope.Origin`) to the records to send; this modul
 only builds them and moves bytes. Agents are at-least-once (faust's exactly_once is
 unreliable): an input counts as processed (faust may commit its offset) only once the
 broker acknowledged every output. ingest renders up to `agents.render_processes`
-documents at once; it, route and deliver keep up to `agents.max_in_flight` records in
-flight and acknowledge their inputs in order as the outputs are acknowledged
-(pipeline.py); notify POSTs up to
+documents at once and acknowledges each partition's inputs in order; route and deliver
+keep up to `agents.max_in_flight` records in flight and acknowledge their inputs in
+order as the outputs are acknowledged (pipeline.py); notify POSTs up to
 `agents.webhook_concurrency` webhooks at once and acknowledges its inputs per
 partition in order (notify.py).
 """

@@ -9,7 +9,6 @@ document waited for the slow one's deadline.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from streams.topics import DLQ, WORK_BY_STAGE, Topology
 from tests.support import agents as support
 from tests.support.bad_inputs import busy_page_pdf, good_inputs
 from tests.support.pages import read_committed
+from tests.support.procs import children, cpu_seconds
 
 pytestmark = pytest.mark.kafka
 
@@ -47,18 +47,8 @@ def worker(cli_env: Settings, topology: Topology, tmp_path: Path) -> Iterator[su
 
 
 def _render_cpu_s(worker_pid: int) -> float:
-    """CPU seconds the worker's render processes used so far (each started by whichever
-    thread of the worker rendered first, so every thread's children are looked at)."""
-    ticks = 0
-    for children in Path(f"/proc/{worker_pid}/task").glob("*/children"):
-        for pid in children.read_text().split():
-            try:
-                stat = Path(f"/proc/{pid}/stat").read_text()
-            except FileNotFoundError:
-                continue
-            fields = stat.rsplit(")", 1)[1].split()
-            ticks += int(fields[11]) + int(fields[12])  # utime, stime
-    return ticks / os.sysconf("SC_CLK_TCK")
+    # Each render process was started by whichever thread of the worker rendered first.
+    return cpu_seconds(children(worker_pid))
 
 
 def _wait_until_rendering(worker: support.Worker, since_s: float) -> None:

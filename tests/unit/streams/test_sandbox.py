@@ -28,6 +28,7 @@ from streams.sandbox import (
 )
 from synth.pdf import report_pages, text_pdf
 from tests.support.bad_inputs import blank_pdf, busy_page_pdf, encode, good_inputs, laughing_pdf
+from tests.support.procs import cpu_seconds
 
 # About 50 s of rendering without a limit (see laughing_pdf): far past every deadline here.
 SLOW_PDF = laughing_pdf(6, 20)
@@ -188,13 +189,7 @@ def test_a_pool_renders_beside_a_document_stuck_to_its_deadline() -> None:
 
 
 def _cpu_s(pool: RendererPool) -> float:
-    """CPU seconds the pool's render processes used so far."""
-    ticks = 0
-    for pid in (r.pid for r in pool.renderers):
-        if pid is not None:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            ticks += int(fields[11]) + int(fields[12])  # utime, stime
-    return ticks / os.sysconf("SC_CLK_TCK")
+    return cpu_seconds(r.pid for r in pool.renderers if r.pid is not None)
 
 
 def test_a_pool_needs_a_process() -> None:

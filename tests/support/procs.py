@@ -1,0 +1,30 @@
+"""CPU time of processes, from /proc (Linux): how tests see that a render has started."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+
+def cpu_seconds(pids: Iterable[int]) -> float:
+    """CPU seconds (user + system) the processes used so far; ones gone count 0."""
+    ticks = 0
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except FileNotFoundError:
+            continue
+        # The fields after the command's closing parenthesis: utime and stime are the
+        # 12th and 13th of them.
+        fields = stat.rsplit(")", 1)[1].split()
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of `pid`, started by any of its threads."""
+    found = []
+    for listing in Path(f"/proc/{pid}/task").glob("*/children"):
+        found += [int(p) for p in listing.read_text().split()]
+    return found
