@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from streams import broker
+from streams.local import broker
 from streams.settings import BrokerSettings, TopicSettings
 
 

@@ -25,7 +25,7 @@ same work, small records of single-page documents:
   first, and the records are produced once the consumer group
   ("<prefix><app_id>") is stable with K members owning every input partition;
   with --prefill the records are there before the workers start. Every ~0.2 s
-  the bench reads the group's offsets with `streams.lag.group_lag`. Done: the
+  the bench reads the group's offsets with `streams.operations.lag.group_lag`. Done: the
   committed offset equals the log end on every input partition. At the end the
   output topic must hold at least --records records (at-least-once: more is
   possible after a rebalance) and docs.dlq none.
@@ -89,9 +89,10 @@ from rich.table import Table
 from bench._cluster import cluster, free_port
 from schemas import ClassificationResult, DocumentType, Operation, Options, PageState, Stage
 from schemas.pages import BlobRef, OrientationResult
-from streams import kafka, topics_apply
-from streams.envelope import first_record
-from streams.lag import group_lag
+from streams.kafka import clients as kafka
+from streams.kafka.envelope import first_record
+from streams.operations import topics_apply
+from streams.operations.lag import group_lag
 from streams.routing import next_step
 from streams.settings import KafkaSettings
 from streams.topics import (

@@ -39,9 +39,11 @@ from confluent_kafka import Consumer, TopicPartition
 
 from bench._cluster import cluster_settings, free_port, replicated_topics
 from schemas import DocumentResult, Operation, Options, decode
-from streams import broker, kafka, topics_apply
+from streams.client.submit import Submitter
+from streams.kafka import clients as kafka
+from streams.local import broker
+from streams.operations import topics_apply
 from streams.settings import BrokerSettings, Settings
-from streams.submit import Submitter
 from streams.topics import DELIVER_TABLE_CHANGELOG, RESULTS
 from synth.dataset import generate
 

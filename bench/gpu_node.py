@@ -55,8 +55,9 @@ from gpu_node.main import build_node
 from gpu_node.registry import ModelRegistry
 from schemas import Operation, Options, PageState, Stage, encode, headers
 from schemas.pages import BlobRef
-from streams import kafka, topics_apply
 from streams.blobs import BlobStore
+from streams.kafka import clients as kafka
+from streams.operations import topics_apply
 from streams.settings import (
     BlobSettings,
     KafkaSettings,

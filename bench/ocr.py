@@ -25,9 +25,9 @@ import numpy as np
 import typer
 
 from schemas import TextLayer
-from streams.media import split_pages
+from streams.media.raster import split_pages
+from streams.media.text_layer import read_text_layer
 from streams.settings import DocOcrPreset, DocOcrSettings, ModelSettings
-from streams.text_layer import read_text_layer
 from synth.dataset import generate
 from synth.pdf import report_pages, text_pdf
 

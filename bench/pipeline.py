@@ -52,9 +52,10 @@ from rich.table import Table
 
 from bench._cluster import cluster, free_port
 from schemas import Operation, headers
-from streams import kafka, topics_apply
+from streams.client.submit import Submitter
+from streams.kafka import clients as kafka
+from streams.operations import topics_apply
 from streams.settings import BlobSettings, KafkaSettings, Settings, TopicSettings
-from streams.submit import Submitter
 from streams.topics import (
     CLASSIFIED,
     GPU_CLASSIFY,

@@ -1,5 +1,5 @@
 """What the render process costs ingest: the same documents paged in-process and through
-streams/sandbox.py's render process (pages pickled over a socket), in one run.
+streams/media/sandbox.py's render process (pages pickled over a socket), in one run.
 
     python -m bench.render --repeats 15
 
@@ -17,8 +17,8 @@ from typing import Annotated
 
 import typer
 
-from streams.media import UNLIMITED, split_pages
-from streams.sandbox import Renderer, RenderJob
+from streams.media.raster import UNLIMITED, split_pages
+from streams.media.sandbox import Renderer, RenderJob
 from synth.dataset import generate
 from synth.pdf import images_to_pdf, report_pages, text_pdf
 

@@ -31,7 +31,7 @@ from gpu_node.images import RGBArray, rotate
 from gpu_node.orientation import PageOrienter, correct
 from gpu_node.registry import ModelRegistry
 from schemas import DocumentType, OrientationResult
-from streams.media import split_pages
+from streams.media.raster import split_pages
 from synth.dataset import generate
 from synth.doctypes import FIELDS_BY_DOC_TYPE, ID_DOC_TYPES, PAGE_CLASSES, ROTATIONS
 from synth.pdf import report_pages, text_pdf

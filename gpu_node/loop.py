@@ -50,12 +50,12 @@ from gpu_node.stages import StageOutcome, SyncStages
 from gpu_node.tasks import Task
 from gpu_node.transactions import FatalNodeError, Transactions, WedgedClientError
 from schemas import BlobRef, PageState, Stage, decode, headers
-from streams import tracing
 from streams.blobs import BlobStore, BlobStoreUnavailableError
-from streams.envelope import Origin, Outgoing, dead_letter, error_message, next_record
-from streams.metrics import count_dead_letter
+from streams.kafka.envelope import Origin, Outgoing, dead_letter, error_message, next_record
 from streams.routing import stages_for
 from streams.settings import NodeSettings
+from streams.telemetry import tracing
+from streams.telemetry.metrics import count_dead_letter
 from streams.topics import DLQ, FACTS_BY_STAGE, WORK_BY_STAGE, Topology
 
 log = logging.getLogger(__name__)
@@ -378,7 +378,7 @@ class GpuNode:
     def _fact(self, task: Task, page: PageState) -> Outgoing:
         topic = self.facts_topic[task.stage]
         # The stage's span: from the record's consumption to its result, child of the
-        # hop that wrote it; the fact carries the span on (see streams/tracing.py).
+        # hop that wrote it; the fact carries the span on (see streams/telemetry/tracing.py).
         attributes: dict[str, AttributeValue] = {
             "pagestream.doc_id": page.doc_id,
             "pagestream.page_no": page.page_no,

@@ -19,9 +19,10 @@ from gpu_node.extraction.engines import Engines, build_vlm
 from gpu_node.loop import GpuNode
 from gpu_node.registry import ModelRegistry
 from gpu_node.transactions import FatalNodeError, WedgedClientError
-from streams import kafka, tracing
 from streams.blobs import BlobStore
+from streams.kafka import clients as kafka
 from streams.settings import Settings
+from streams.telemetry import tracing
 
 log = logging.getLogger(__name__)
 

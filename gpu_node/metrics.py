@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from streams.metrics import dead_letters_counter
+from streams.telemetry.metrics import dead_letters_counter
 
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 # From a 10 ms classifier batch on a GPU to a multi-minute OCR batch on a CPU.

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from streams.envelope import Outgoing
+from streams.kafka.envelope import Outgoing
 
 TopicPartitionKey = tuple[str, int]
 

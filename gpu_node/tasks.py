@@ -10,7 +10,7 @@ from typing import Any
 from gpu_node.images import RGBArray
 from gpu_node.ordering import Slot
 from schemas import PageState, Stage
-from streams.envelope import Origin
+from streams.kafka.envelope import Origin
 
 
 @dataclass(eq=False)

@@ -29,7 +29,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from gpu_node.metrics import NodeMetrics
 from gpu_node.ordering import Ready, TopicPartitionKey
-from streams.envelope import Outgoing
+from streams.kafka.envelope import Outgoing
 
 log = logging.getLogger(__name__)
 

@@ -146,7 +146,7 @@ class BrokerSettings(BaseModel):
     """The embedded KRaft broker (`pagestream broker ...`): one node, or a local cluster."""
 
     host: str = "127.0.0.1"
-    # Nodes of the embedded cluster; node k listens on port + 10*(k-1) (see streams/broker.py).
+    # Nodes of the embedded cluster; node k listens on port + 10*(k-1) (streams/local/broker.py).
     nodes: int = Field(default=1, ge=1, le=9)
     port: int = Field(default=9092, ge=1, le=65535)
     controller_port: int = Field(default=9093, ge=1, le=65535)
@@ -158,7 +158,7 @@ class BrokerSettings(BaseModel):
     start_timeout_s: float = 90.0
     # SASL_SSL (SCRAM-SHA-512) client listener, TLS from a CA made in data_dir, the
     # StandardAuthorizer refusing what no ACL allows; a password per role in
-    # data_dir/credentials (see streams/broker.py, streams/credentials.py).
+    # data_dir/credentials (see streams/local/broker.py, streams/security/credentials.py).
     secure: bool = False
 
 
@@ -205,7 +205,7 @@ class AgentSettings(BaseModel):
     # A4 pages at 400 dpi, or 270 at 200 dpi.
     max_document_pixels: int = Field(default=1_000_000_000, gt=0)
     max_document_bytes: int = Field(default=1024**3, gt=0)
-    # Uploads are rendered in a child process (streams/sandbox.py): past this wall-clock
+    # Uploads are rendered in a child process (streams/media/sandbox.py): past this wall-clock
     # time per document it is killed and the document dead-lettered. The default gives
     # a 1 Gpx document about 8x what this takes on one core.
     render_timeout_s: float = Field(default=120.0, gt=0)
@@ -277,7 +277,7 @@ class ExporterSettings(BaseModel):
     # Readings a partition is judged over (Burrow's default: 10).
     window: int = Field(default=10, ge=2)
     # Lags up to this many offsets are counted record by record (markers excluded);
-    # longer ones offset for offset (see streams/lag.py).
+    # longer ones offset for offset (see streams/operations/lag.py).
     scan_limit: int = Field(default=200, ge=0)
     group_regex: str = ".*"
     topic_regex: str = "^(?!__).*"  # Kafka's internal topics are left out

@@ -23,7 +23,8 @@ import pytest
 from confluent_kafka.admin import NewTopic
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from streams import broker, kafka
+from streams.kafka import clients as kafka
+from streams.local import broker
 from streams.settings import BlobSettings, BrokerSettings, KafkaSettings, Settings, TopicSettings
 from tests.support.coordinator import wait_for_group_coordinator
 from tests.support.vlm import TINY_KV_CACHE_BYTES, TINY_MAX_PIXELS, TINY_MIN_PIXELS

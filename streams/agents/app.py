@@ -3,7 +3,7 @@
 Workers of the same app (same topic prefix and app_id) form one consumer group
 and share the partitions: start more `pagestream agents` processes to scale. The
 logic lives in ingest.py, route.py, deliver.py and notify.py as plain objects from
-a consumed record (`streams.envelope.Origin`) to the records to send; this module
+a consumed record (`streams.kafka.envelope.Origin`) to the records to send; this module
 only builds them and moves bytes. Agents are at-least-once (faust's exactly_once is
 unreliable): an input counts as processed (faust may commit its offset) only once the
 broker acknowledged every output. ingest renders up to `agents.render_processes`
@@ -34,7 +34,6 @@ from opentelemetry.util.types import AttributeValue
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from schemas import headers
-from streams import tracing
 from streams.agents.consumer import Transport
 from streams.agents.deliver import Deliver, Delivery
 from streams.agents.handling import RecordHandling, Sent, Step, Submit
@@ -45,10 +44,11 @@ from streams.agents.pipeline import InFlight, Window
 from streams.agents.route import Router
 from streams.agents.table import JsonTable
 from streams.blobs import BlobStore
-from streams.envelope import Origin, Outgoing, tick
-from streams.media import Budget
-from streams.sandbox import RendererPool
+from streams.kafka.envelope import Origin, Outgoing, tick
+from streams.media.raster import Budget
+from streams.media.sandbox import RendererPool
 from streams.settings import Settings
+from streams.telemetry import tracing
 from streams.topics import (
     CLASSIFIED,
     DELIVER_TABLE,
@@ -107,7 +107,7 @@ async def _finished(task: asyncio.Task[None]) -> None:
 
 
 def _hop(name: str, origin: Origin) -> AbstractContextManager[object]:
-    """The hop's trace span (streams/tracing.py); none for deliver's ticks, which belong
+    """The hop's trace span (streams/telemetry/tracing.py); none for deliver's ticks, which belong
     to no document."""
     if not tracing.enabled() or origin.header(headers.SCHEMA) == headers.TICK_SCHEMA:
         return nullcontext()  # and no attributes built for a span that is not recorded

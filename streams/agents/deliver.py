@@ -40,10 +40,10 @@ from schemas import (
 )
 from schemas.pages import BlobRef
 from schemas.results import PageResult, document_markdown
-from streams import progress
 from streams.blobs import BlobStore
-from streams.envelope import RECORD_OVERHEAD_BYTES, Origin, Outgoing, dead_letter, next_record
-from streams.partitioning import partition_for
+from streams.client import progress
+from streams.kafka.envelope import RECORD_OVERHEAD_BYTES, Origin, Outgoing, dead_letter, next_record
+from streams.kafka.partitioning import partition_for
 from streams.routing import next_step
 from streams.topics import DLQ, PAGES_DONE, RESULTS, WEBHOOKS, Topology
 
@@ -120,7 +120,7 @@ class Deliver:
         clock: Callable[[], float] = time.time,
         progress: bool = False,
     ) -> None:
-        self.progress = progress  # also write docs.progress (streams/progress.py)
+        self.progress = progress  # also write docs.progress (streams/client/progress.py)
         self.blobs = blobs
         self.max_record_bytes = max_record_bytes
         self.topology = topology

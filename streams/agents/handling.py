@@ -33,8 +33,8 @@ from aiokafka.errors import KafkaError, MessageSizeTooLargeError
 from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential
 
 from streams.blobs import BlobStoreUnavailableError
-from streams.envelope import Origin, Outgoing, dead_letter, fit_dead_letter
-from streams.sandbox import RendererUnavailableError
+from streams.kafka.envelope import Origin, Outgoing, dead_letter, fit_dead_letter
+from streams.media.sandbox import RendererUnavailableError
 
 log = logging.getLogger(__name__)
 

@@ -1,11 +1,11 @@
 """ingest: DocumentSubmitted -> one PageState per page, into the first stage's work topic.
 
 Bytes come inline or from the blob store; the real media type is sniffed from the
-bytes; PDFs are rasterized and images decoded safely (streams/media.py) in a render
-process with a deadline and a memory cap (streams/sandbox.py); each page is stored in
+bytes; PDFs are rasterized and images decoded safely (streams/media/raster.py) in a render
+process with a deadline and a memory cap (streams/media/sandbox.py); each page is stored in
 the blob store as PNG as it arrives, and travels by reference. Operation `ocr` on a
 PDF answers the pages whose own text layer is usable here, on the CPU
-(streams/text_layer.py): they go straight to docs.pages.done and are never rendered.
+(streams/media/text_layer.py): they go straight to docs.pages.done and are never rendered.
 A document that cannot be split goes to docs.dlq with the reason, and a `failed`
 DocumentResult tells the client without making it read the DLQ (and its callback,
 through a WebhookDelivery on docs.webhooks, when the submission gave one).
@@ -28,20 +28,21 @@ from schemas import (
     decode,
 )
 from schemas.pages import BlobRef
-from streams import media, progress
 from streams.agents.deliver import webhook_record
 from streams.blobs import BlobStore, BlobStoreUnavailableError
-from streams.envelope import Origin, Outgoing, dead_letter, error_message, next_record
-from streams.routing import next_step
-from streams.sandbox import (
+from streams.client import progress
+from streams.client.submit import stable_doc_id
+from streams.kafka.envelope import Origin, Outgoing, dead_letter, error_message, next_record
+from streams.media import raster as media
+from streams.media.sandbox import (
     Renderer,
     RendererPool,
     RendererUnavailableError,
     RenderJob,
     TextLayerRead,
 )
-from streams.submit import stable_doc_id
-from streams.text_layer import TextPage
+from streams.media.text_layer import TextPage
+from streams.routing import next_step
 from streams.topics import DLQ, RESULTS, Topology
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ class Ingest:
         budget: media.Budget,
         progress: bool = False,
     ) -> None:
-        self.progress = progress  # also write docs.progress (streams/progress.py)
+        self.progress = progress  # also write docs.progress (streams/client/progress.py)
         self.topology = topology
         self.blobs = blobs
         self.group = group

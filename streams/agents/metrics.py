@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from streams.envelope import Outgoing
-from streams.metrics import count_dead_letter, dead_letters_counter
+from streams.kafka.envelope import Outgoing
+from streams.telemetry.metrics import count_dead_letter, dead_letters_counter
 
 # From a route hop (milliseconds) to rasterizing a 200-page PDF (minutes).
 _LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)

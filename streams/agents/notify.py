@@ -42,13 +42,14 @@ import faust
 import httpx
 
 from schemas import WebhookDelivery, decode, encode, headers
-from streams import tracing, webhook
 from streams.agents.handling import RecordHandling
 from streams.agents.metrics import AgentMetrics
 from streams.agents.pipeline import InFlight, Window
-from streams.envelope import Origin, Outgoing
+from streams.kafka.envelope import Origin, Outgoing
 from streams.settings import AgentSettings
-from streams.webhook import WebhookError, WebhookPolicy
+from streams.telemetry import tracing
+from streams.webhooks import post as webhook
+from streams.webhooks.post import WebhookError, WebhookPolicy
 
 log = logging.getLogger(__name__)
 

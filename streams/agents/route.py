@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 
 from schemas import PageState, RecordError, decode
-from streams import progress
-from streams.envelope import Origin, Outgoing, dead_letter, next_record
+from streams.client import progress
+from streams.kafka.envelope import Origin, Outgoing, dead_letter, next_record
 from streams.routing import RoutingError, next_step
 from streams.topics import DLQ, Topology
 
@@ -22,7 +22,7 @@ class Router:
         self.topology = topology
         self.group = group
         self.min_confidence = min_confidence
-        self.progress = progress  # also write docs.progress (streams/progress.py)
+        self.progress = progress  # also write docs.progress (streams/client/progress.py)
 
     def handle(self, origin: Origin) -> list[Outgoing]:
         try:

@@ -2,7 +2,7 @@
 
     pagestream broker start|stop|status   embedded KRaft broker: 1 node or --nodes 3 (broker.py)
     pagestream topics apply|list          topics declared in streams/topics.py (topics.py)
-    pagestream acls apply|show            principals and rights in streams/acls.py (acls.py)
+    pagestream acls apply|show            principals and rights (security/acls.py) (acls.py)
     pagestream schemas export DIR         JSON Schemas of the records (schemas.py)
     pagestream submit FILE...             publish documents to docs.raw (submit.py)
     pagestream results                    the latest result per document (results.py)
@@ -44,7 +44,7 @@ from streams.cli import (
     up,
 )
 from streams.cli.common import err
-from streams.kafka_errors import explain
+from streams.kafka.errors import explain
 from streams.settings import Settings
 
 app = typer.Typer(

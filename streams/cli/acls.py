@@ -1,4 +1,4 @@
-"""`pagestream acls apply|show`: the principals and rights declared in streams/acls.py."""
+"""`pagestream acls apply|show`: the principals and rights declared in streams/security/acls.py."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from streams import acls, acls_apply, credentials, kafka
 from streams.cli.common import fail, out, settings
-from streams.kafka_errors import explain
+from streams.kafka import clients as kafka
+from streams.kafka.errors import explain
+from streams.security import acls, acls_apply, credentials
 
 acls_app = typer.Typer(
-    no_args_is_help=True, help="Principals and ACLs declared in streams/acls.py."
+    no_args_is_help=True, help="Principals and ACLs declared in streams/security/acls.py."
 )
 
 

@@ -7,8 +7,9 @@ import logging
 import typer
 from confluent_kafka import KafkaException
 
-from streams import kafka, topics_apply
 from streams.cli.common import fail, settings
+from streams.kafka import clients as kafka
+from streams.operations import topics_apply
 
 
 def register(app: typer.Typer) -> None:

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from streams import broker as broker_mod
-from streams import credentials
 from streams.cli.common import fail, out, settings
+from streams.local import broker as broker_mod
+from streams.security import credentials
 
 broker_app = typer.Typer(no_args_is_help=True, help="The embedded KRaft broker.")
 

@@ -8,9 +8,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from streams import kafka
-from streams import lag as lag_mod
 from streams.cli.common import out, settings
+from streams.kafka import clients as kafka
+from streams.operations import lag as lag_mod
 
 
 def register(app: typer.Typer) -> None:

@@ -11,7 +11,7 @@ from rich.table import Table
 from schemas import DocumentResult
 from streams.blobs import BlobStore
 from streams.cli.common import fail, out, settings
-from streams.results import ResultsReader, ResultsUnavailableError, resolved, write_markdown
+from streams.client.results import ResultsReader, ResultsUnavailableError, resolved, write_markdown
 
 
 def register(app: typer.Typer) -> None:

@@ -11,8 +11,8 @@ from confluent_kafka import KafkaException
 from rich.table import Table
 
 from streams.cli.common import fail, out, settings
-from streams.kafka_errors import explain
-from streams.progress import read_progress
+from streams.client.progress import read_progress
+from streams.kafka.errors import explain
 
 
 def register(app: typer.Typer) -> None:

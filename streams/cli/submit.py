@@ -11,8 +11,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from schemas import Backend, DocumentType, Operation, Options, RecordError, TextLayer
-from streams import submit as submit_mod
 from streams.cli.common import err, fail, out, settings
+from streams.client import submit as submit_mod
 from streams.topics import RAW
 
 

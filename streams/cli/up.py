@@ -9,10 +9,10 @@ from typing import Annotated, Any
 
 import typer
 
-from streams import broker as broker_mod
 from streams.cli.common import fail, out, settings
 from streams.cli.lag import print_lag
-from streams.credentials import CredentialsError
+from streams.local import broker as broker_mod
+from streams.security.credentials import CredentialsError
 
 
 def register(app: typer.Typer) -> None:
@@ -40,7 +40,7 @@ def up(
     two-page PDF), prints each DocumentResult and the consumer lag, then keeps the
     pipeline running until Ctrl-C (or stops at once with --exit-when-done).
     """
-    from streams import local_pipeline as lp
+    from streams.local import up as lp
 
     s = settings()
     if secure is not None:

@@ -25,8 +25,9 @@ from gpu_node.main import build_node
 from gpu_node.registry import ModelRegistry
 from schemas import Operation, Options, PageState
 from schemas.pages import BlobRef
-from streams import kafka, topics_apply
 from streams.blobs import BlobStore
+from streams.kafka import clients as kafka
+from streams.operations import topics_apply
 from streams.settings import (
     ExtractionSettings,
     ModelSettings,

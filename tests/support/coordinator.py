@@ -7,7 +7,7 @@ import time
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
 
-from streams import kafka
+from streams.kafka import clients as kafka
 from streams.settings import KafkaSettings
 
 

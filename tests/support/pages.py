@@ -11,7 +11,7 @@ from confluent_kafka import Message
 from PIL import Image
 
 from schemas import PageState, Stage, encode
-from streams import kafka
+from streams.kafka import clients as kafka
 from streams.settings import ModelSettings, NodeSettings, Settings
 from streams.topics import FACTS_BY_STAGE, WORK_BY_STAGE, Topology
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from confluent_kafka import Message
 
-from streams.partitioning import partition_for as expected_partition
+from streams.kafka.partitioning import partition_for as expected_partition
 
 
 def misplaced(messages: list[Message], partitions: int) -> list[tuple[bytes | None, int | None]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-# Every sample of streams/local_pipeline.py and the status it must end with.
+# Every sample of streams/local/up.py and the status it must end with.
 EXPECTED = {
     "classify-cnh": "completed",
     "extract-rg-back": "completed",

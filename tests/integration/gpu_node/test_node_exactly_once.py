@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from schemas import PageState, Stage, decode
-from streams import kafka
+from streams.kafka import clients as kafka
 from streams.settings import Settings
 from streams.topics import DLQ, Topology
 from synth.dataset import generate

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from schemas import PageState, Stage, decode
-from streams import kafka
+from streams.kafka import clients as kafka
 from streams.topics import Topology
 from synth.dataset import generate
 from tests.support.pages import produce_pages, read_committed, stage_topics

@@ -18,8 +18,8 @@ from schemas import (
     fields_model_for,
     headers,
 )
-from streams import kafka
-from streams import lag as lag_mod
+from streams.kafka import clients as kafka
+from streams.operations import lag as lag_mod
 from streams.settings import Settings
 from streams.topics import ORIENTED, Topology
 from synth.dataset import generate
@@ -149,6 +149,6 @@ def test_results_carry_deterministic_event_ids_and_the_trace(
     assert got[headers.TRACEPARENT].decode().split("-")[1] == trace_id
     event_id = got[headers.EVENT_ID].decode()
     # Derived from the input's event id and the stage: a redo would carry the same id.
-    from streams.envelope import EVENT_ID_NAMESPACE
+    from streams.kafka.envelope import EVENT_ID_NAMESPACE
 
     assert event_id == str(uuid.uuid5(EVENT_ID_NAMESPACE, "evt-1:classify"))

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from schemas import DocumentType, Operation, Options
+from streams.client.submit import Submitter
 from streams.settings import ExporterSettings, Settings
-from streams.submit import Submitter
 from streams.topics import RAW, RESULTS, Topology
 from synth.dataset import generate
 from tests.support import agents as support

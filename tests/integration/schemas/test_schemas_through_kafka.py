@@ -30,7 +30,8 @@ from schemas import (
     decode,
     encode,
 )
-from streams import broker, kafka
+from streams.kafka import clients as kafka
+from streams.local import broker
 from streams.settings import BrokerSettings, Settings
 
 pytestmark = pytest.mark.kafka

@@ -14,9 +14,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from schemas import DocumentResult, DocumentType, Operation, Options, decode
-from streams import kafka
+from streams.client.submit import Submitter
+from streams.kafka import clients as kafka
 from streams.settings import Settings
-from streams.submit import Submitter
 from streams.topics import DLQ, RESULTS, Topology
 from synth.dataset import generate
 from tests.support import agents as support

@@ -18,8 +18,8 @@ from PIL import Image
 
 from schemas import Operation, PageState, Stage, encode
 from schemas.pages import OrientationResult
-from streams import kafka
-from streams.lag import group_lag
+from streams.kafka import clients as kafka
+from streams.operations.lag import group_lag
 from streams.settings import Settings
 from streams.topics import GPU_CLASSIFY, GPU_OCR, ORIENTED, Topology
 from tests.support import agents as support

@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 from PIL import Image
 
 from schemas import ClassificationResult, DocumentType, Operation, PageState, Stage, encode
-from streams import kafka
+from streams.kafka import clients as kafka
 from streams.settings import Settings
 from streams.topics import CLASSIFIED, RESULTS, Topology
 from tests.support import agents as support

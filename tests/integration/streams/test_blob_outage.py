@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from schemas import DocumentResult, Operation, Options, decode
+from streams.client.submit import Submitter
 from streams.settings import Settings
-from streams.submit import Submitter
 from streams.topics import DLQ, RESULTS, Topology
 from synth.dataset import generate
 from tests.support import agents as support

@@ -15,7 +15,9 @@ from confluent_kafka.admin import ConfigResource, ResourceType
 
 from bench._cluster import cluster_settings, replicated_topics
 from bench.chaos import ChaosPlan, run_chaos
-from streams import broker, kafka, topics_apply
+from streams.kafka import clients as kafka
+from streams.local import broker
+from streams.operations import topics_apply
 from streams.settings import BlobSettings, BrokerSettings, KafkaSettings, Settings
 from streams.topics import RESULTS
 

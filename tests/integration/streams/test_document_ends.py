@@ -18,8 +18,8 @@ from PIL import Image
 from schemas import DocumentResult, DocumentType, Operation, Options, PageState, decode
 from schemas.pages import BlobRef
 from streams.blobs import BlobStore
+from streams.client.submit import Submitter
 from streams.settings import Settings
-from streams.submit import Submitter
 from streams.topics import GPU_CLASSIFY, RESULTS, Topology
 from synth.dataset import generate
 from tests.support import agents as support

@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from streams import kafka
+from streams.kafka import clients as kafka
 from streams.settings import ExporterSettings, Settings
 from tests.integration.streams.test_lag import _transactional
 from tests.support.exporter import running_exporter

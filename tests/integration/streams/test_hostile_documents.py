@@ -25,9 +25,9 @@ import httpx
 import pytest
 
 from schemas import DocumentResult, Operation, Options, decode, headers
-from streams import kafka
+from streams.client.submit import Submitter
+from streams.kafka import clients as kafka
 from streams.settings import Settings
-from streams.submit import Submitter
 from streams.topics import DLQ, RESULTS, Topology
 from tests.support import agents as support
 from tests.support.bad_inputs import bad_inputs, blank_pdf, busy_page_pdf, good_inputs

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from schemas import DocumentResult, Operation, Options, decode, headers
-from streams import kafka
+from streams.client.submit import Submitter
+from streams.kafka import clients as kafka
 from streams.settings import Settings
-from streams.submit import Submitter
 from streams.topics import CLASSIFIED, DLQ, RAW, RESULTS, Topology
 from synth.dataset import generate
 from tests.support import agents as support

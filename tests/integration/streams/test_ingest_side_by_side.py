@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from schemas import Operation, Options, headers
+from streams.client.submit import Submitter
 from streams.settings import Settings
-from streams.submit import Submitter
 from streams.topics import DLQ, WORK_BY_STAGE, Topology
 from tests.support import agents as support
 from tests.support.bad_inputs import busy_page_pdf, good_inputs

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from schemas import DocumentResult, Operation, Options, decode
 from streams.cli import app
+from streams.client.submit import Submitter
 from streams.settings import Settings
-from streams.submit import Submitter
 from streams.topics import GPU_OCR, RESULTS, Topology
 from synth.dataset import generate
 from synth.pdf import report_pages, text_pdf

@@ -9,10 +9,11 @@ from __future__ import annotations
 import pytest
 
 from schemas import Operation, headers
-from streams import dlq, kafka, topics_apply
-from streams.envelope import Origin, dead_letter
+from streams.client.submit import Submitter
+from streams.kafka import clients as kafka
+from streams.kafka.envelope import Origin, dead_letter
+from streams.operations import dlq, topics_apply
 from streams.settings import Settings
-from streams.submit import Submitter
 from streams.topics import DLQ, PAGES_DONE, RAW
 from tests.support.pages import read_committed
 from tests.support.partitions import expected_partition, misplaced

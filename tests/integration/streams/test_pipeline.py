@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from schemas import DocumentResult, DocumentType, Operation, Options, decode, headers
+from streams.client.submit import Submitter
 from streams.settings import Settings
-from streams.submit import Submitter
 from streams.topics import DLQ, RAW, RESULTS, Topology
 from synth.dataset import generate
 from tests.support import agents as support
@@ -93,7 +93,12 @@ def test_all_four_operations_end_to_end(
     assert all(p.ocr is not None and p.ocr.text for p in ocr.pages)
 
     # The webhook got the same DocumentResult, signed, with its idempotency key.
-    from streams.webhook import IDEMPOTENCY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, signature
+    from streams.webhooks.post import (
+        IDEMPOTENCY_HEADER,
+        SIGNATURE_HEADER,
+        TIMESTAMP_HEADER,
+        signature,
+    )
 
     deadline = time.monotonic() + 30
     while not received and time.monotonic() < deadline:
@@ -126,7 +131,7 @@ def test_hostile_inputs_are_dead_lettered_while_good_documents_complete(
     import base64
     import json
 
-    from streams import kafka
+    from streams.kafka import clients as kafka
     from tests.support.bad_inputs import CORPUS_DPI, CORPUS_MAX_PAGES, bad_inputs, good_inputs
 
     settings = cli_env
@@ -197,8 +202,9 @@ def test_a_dead_letter_replayed_after_its_cause_is_fixed_is_delivered(
     import hashlib
     import json
 
-    from streams import dlq, kafka
     from streams.blobs import BlobStore
+    from streams.kafka import clients as kafka
+    from streams.operations import dlq
 
     settings = cli_env
     (doc,) = generate(91, 1, doc_types=[DocumentType.letter], rotations=[0], width=320)

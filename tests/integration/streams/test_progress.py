@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from schemas import DocumentType, Operation, Options, Progress, decode
 from streams.cli import app
+from streams.client.submit import Submitter
 from streams.settings import Settings
-from streams.submit import Submitter
 from streams.topics import PROGRESS, RESULTS, Topology
 from synth.dataset import generate
 from tests.support import agents as support

@@ -21,8 +21,8 @@ from streams.blobs import (
     BlobStore,
     BlobStoreUnavailableError,
 )
+from streams.client.submit import Submitter
 from streams.settings import BlobSettings, Settings
-from streams.submit import Submitter
 from streams.topics import DLQ, GPU_CLASSIFY, RESULTS, Topology
 from synth.dataset import generate
 from tests.support import agents as support

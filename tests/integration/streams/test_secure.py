@@ -23,7 +23,11 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from pydantic import SecretStr
 
-from streams import acls, acls_apply, broker, credentials, kafka, kafka_errors, topics_apply
+from streams.kafka import clients as kafka
+from streams.kafka import errors as kafka_errors
+from streams.local import broker
+from streams.operations import topics_apply
+from streams.security import acls, acls_apply, credentials
 from streams.settings import (
     BlobSettings,
     BrokerSettings,
@@ -154,7 +158,7 @@ def test_only_the_gpu_node_owns_its_transactional_ids(secure: Settings) -> None:
 
 
 def test_the_monitor_reads_lag_but_not_records(secure: Settings) -> None:
-    from streams.lag import all_lag, record_counter
+    from streams.operations.lag import all_lag, record_counter
 
     topo = secure.topology
     gpu = _as(secure, acls.GPU_NODE)

@@ -12,9 +12,10 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from schemas import DocumentSubmitted, Operation, Options, decode, headers
-from streams import kafka, submit
 from streams.blobs import BlobStore
 from streams.cli import app
+from streams.client import submit
+from streams.kafka import clients as kafka
 from streams.settings import Settings
 from streams.topics import RAW, Topology
 

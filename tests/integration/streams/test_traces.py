@@ -14,8 +14,8 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from schemas import DocumentType, Operation, Options
+from streams.client.submit import Submitter
 from streams.settings import Settings
-from streams.submit import Submitter
 from streams.topics import RESULTS, Topology
 from synth.dataset import generate
 from tests.support import agents as support

@@ -28,13 +28,13 @@ from schemas import (
     decode,
     headers,
 )
-from streams import dlq
 from streams.cli import app
-from streams.partitioning import partition_for
+from streams.client.submit import Submitter
+from streams.kafka.partitioning import partition_for
+from streams.operations import dlq
 from streams.settings import Settings
-from streams.submit import Submitter
 from streams.topics import PAGES_DONE, RESULTS, WEBHOOKS, Topology
-from streams.webhook import IDEMPOTENCY_HEADER
+from streams.webhooks.post import IDEMPOTENCY_HEADER
 from tests.support import agents as support
 from tests.support.pages import produce_pages, read_committed
 

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpu_node.ordering import OffsetOrder
-from streams.envelope import Outgoing
+from streams.kafka.envelope import Outgoing
 
 
 def out(tag: str) -> list[Outgoing]:

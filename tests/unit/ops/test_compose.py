@@ -66,8 +66,8 @@ def test_every_pagestream_variable_is_a_setting() -> None:
 
 
 def test_every_kafka_client_is_the_principal_of_its_role() -> None:
-    """One principal per role (streams/acls.py), its password only from the environment."""
-    from streams import acls
+    """One principal per role (streams/security/acls.py), its password only from the environment."""
+    from streams.security import acls
 
     services = _services()
     want = {"topics": acls.ADMIN, "acls": acls.ADMIN, "agents": acls.AGENTS,

@@ -139,7 +139,7 @@ def _keda_kafka_auth(settings: KafkaSettings) -> dict[str, str]:
 
 
 def test_keda_logs_in_as_the_monitor_the_way_the_pods_do() -> None:
-    from streams import acls
+    from streams.security import acls
 
     (scaled,) = _by_kind("ScaledObject")
     (trigger,) = scaled["spec"]["triggers"]
@@ -213,8 +213,8 @@ def test_every_pagestream_variable_is_a_setting_and_ports_match_the_defaults() -
 
 
 def test_every_kafka_client_pod_is_the_principal_of_its_role() -> None:
-    """One principal per role (streams/acls.py); each pod reads only its own password."""
-    from streams import acls
+    """One principal per role (streams/security/acls.py); each pod reads only its own password."""
+    from streams.security import acls
 
     want = {"agents": acls.AGENTS, "gpu-node": acls.GPU_NODE, "exporter": acls.MONITOR}
     users = next(d for d in _by_kind("Secret") if d["metadata"]["name"] == "pagestream-kafka-users")

@@ -11,8 +11,8 @@ from prometheus_client import CollectorRegistry
 
 from gpu_node.metrics import NodeMetrics
 from streams.agents.metrics import AgentMetrics
-from streams.exporter.metrics import SnapshotCollector
-from streams.exporter.sampler import Snapshot
+from streams.operations.exporter.metrics import SnapshotCollector
+from streams.operations.exporter.sampler import Snapshot
 from tests.support.prometheus import REPO, RULES
 
 DASHBOARD = REPO / "ops" / "grafana" / "dashboards" / "pagestream.json"

@@ -1,13 +1,13 @@
-"""The declared roles (streams/acls.py): least privilege as a reviewer would check it, and
+"""The declared roles (streams/security/acls.py): least privilege as a reviewer would check it, and
 the README's table generated from them."""
 
 from __future__ import annotations
 
 import re
 
-from streams import acls
-from streams.acls_apply import bindings
 from streams.cli.acls import markdown_table
+from streams.security import acls
+from streams.security.acls_apply import bindings
 from streams.settings import DlqSettings, NodeSettings
 from streams.topics import DLQ, FACTS_BY_STAGE, RAW, RESULTS, WORK_BY_STAGE, Topology
 from tests.support.prometheus import REPO

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from streams import broker
+from streams.local import broker
 from streams.settings import BrokerSettings
 
 

@@ -12,8 +12,10 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 from pydantic import SecretStr
 
-from streams import acls, broker, broker_tls, credentials
-from streams.kafka_errors import mask
+from streams.kafka.errors import mask
+from streams.local import broker
+from streams.security import acls, credentials
+from streams.security import tls as broker_tls
 from streams.settings import BrokerSettings, KafkaSettings
 
 

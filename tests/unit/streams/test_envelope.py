@@ -6,7 +6,7 @@ import uuid
 from datetime import UTC, datetime
 
 from schemas import DocumentResult, Operation, RecordError, headers
-from streams.envelope import (
+from streams.kafka.envelope import (
     EVENT_ID_NAMESPACE,
     Origin,
     child_traceparent,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streams.exporter.status import (
+from streams.operations.exporter.status import (
     GroupStatus,
     History,
     PartitionStatus,

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image, ImageFile, PngImagePlugin
 
-from streams.media import (
+from streams.media.raster import (
     PDF,
     SUPPORTED_MEDIA_TYPES,
     EmptyInputError,
@@ -346,7 +346,7 @@ def test_hostile_bytes_raise_only_media_errors(
 
 
 def test_a_pdf_over_the_pixel_budget_is_refused_before_any_page_is_rendered() -> None:
-    from streams.media import Budget, DocumentTooLargeError, iter_pages
+    from streams.media.raster import Budget, DocumentTooLargeError, iter_pages
     from tests.support.bad_inputs import blank_pdf
 
     # Each page alone is within max_pixels; 3 of them are not within the budget.
@@ -358,7 +358,7 @@ def test_a_pdf_over_the_pixel_budget_is_refused_before_any_page_is_rendered() ->
 
 
 def test_frames_over_the_pixel_budget_are_refused_before_decoding() -> None:
-    from streams.media import Budget, DocumentTooLargeError, iter_pages
+    from streams.media.raster import Budget, DocumentTooLargeError, iter_pages
 
     frame = Image.new("RGB", (500, 400), "white")
     data = encode(frame, "TIFF", save_all=True, append_images=[frame, frame])
@@ -367,7 +367,7 @@ def test_frames_over_the_pixel_budget_are_refused_before_decoding() -> None:
 
 
 def test_page_images_over_the_byte_budget_stop_at_the_page_that_crosses_it() -> None:
-    from streams.media import Budget, DocumentTooLargeError, iter_pages
+    from streams.media.raster import Budget, DocumentTooLargeError, iter_pages
 
     noise = Image.effect_noise((300, 300), 100).convert("RGB")  # barely compresses
     data = encode(noise, "TIFF", save_all=True, append_images=[noise, noise])

@@ -21,8 +21,9 @@ def test_base_dependencies_exclude_the_model_stack() -> None:
 def test_cpu_side_modules_do_not_import_torch() -> None:
     code = (
         "import sys\n"
-        "import schemas, synth.dataset, streams.cli, streams.submit, streams.lag\n"
-        "import streams.topics_apply, streams.broker, streams.blobs\n"
+        "import schemas, synth.dataset, streams.cli, streams.client.submit\n"
+        "import streams.operations.lag, streams.operations.topics_apply\n"
+        "import streams.local.broker, streams.blobs\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
         "{'torch', 'timm', 'easyocr', 'vllm', 'transformers'})\n"
         "print(heavy)\n"

@@ -15,8 +15,14 @@ import pytest
 from PIL import Image
 
 from schemas import TextLayer
-from streams.media import UNLIMITED, Budget, DocumentTooLargeError, PageImage, TooManyPagesError
-from streams.sandbox import (
+from streams.media.raster import (
+    UNLIMITED,
+    Budget,
+    DocumentTooLargeError,
+    PageImage,
+    TooManyPagesError,
+)
+from streams.media.sandbox import (
     RenderCrashedError,
     Renderer,
     RendererPool,

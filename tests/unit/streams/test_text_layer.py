@@ -8,8 +8,8 @@ import pymupdf
 import pytest
 
 from schemas import TextLayer
-from streams.media import TooManyPagesError
-from streams.text_layer import read_text_layer
+from streams.media.raster import TooManyPagesError
+from streams.media.text_layer import read_text_layer
 from synth.dataset import generate
 from synth.pdf import report_pages, text_pdf
 
@@ -98,7 +98,7 @@ def test_a_ruled_table_becomes_a_markdown_table() -> None:
 
 
 def test_a_converter_failure_keeps_the_plain_text(monkeypatch: pytest.MonkeyPatch) -> None:
-    from streams import text_layer
+    from streams.media import text_layer
 
     def broken(*args: object, **kwargs: object) -> None:
         raise IndexError("a converter bug on an odd page")

@@ -9,8 +9,8 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from schemas import DocumentSubmitted, headers
-from streams import tracing
-from streams.envelope import Origin, first_record, next_record
+from streams.kafka.envelope import Origin, first_record, next_record
+from streams.telemetry import tracing
 from tests.support.tracing import spans_in_memory
 
 

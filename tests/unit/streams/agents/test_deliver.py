@@ -23,8 +23,8 @@ from schemas import (
 )
 from schemas.pages import BlobRef
 from streams.agents.deliver import Deliver, Delivery
-from streams.envelope import Origin, Outgoing, tick
-from streams.partitioning import partition_for
+from streams.kafka.envelope import Origin, Outgoing, tick
+from streams.kafka.partitioning import partition_for
 from streams.topics import DLQ, PAGES_DONE, RESULTS, WEBHOOKS, Topology
 
 TOPO = Topology("t.")

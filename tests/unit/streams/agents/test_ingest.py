@@ -23,9 +23,9 @@ from schemas import (
 from schemas import headers as h
 from streams.agents.ingest import Ingest
 from streams.blobs import BlobStore
-from streams.envelope import Origin
-from streams.media import Budget
-from streams.sandbox import Renderer
+from streams.kafka.envelope import Origin
+from streams.media.raster import Budget
+from streams.media.sandbox import Renderer
 from streams.topics import DLQ, GPU_CLASSIFY, GPU_ORIENT, RAW, RESULTS, WEBHOOKS, Topology
 from synth.pdf import images_to_pdf
 

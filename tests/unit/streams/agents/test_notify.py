@@ -16,10 +16,10 @@ from schemas import headers
 from streams.agents.handling import RecordHandling
 from streams.agents.metrics import AgentMetrics
 from streams.agents.notify import WebhookNotifier
-from streams.envelope import Origin, Outgoing
+from streams.kafka.envelope import Origin, Outgoing
 from streams.settings import AgentSettings
 from streams.topics import DLQ, WEBHOOKS, Topology
-from streams.webhook import WebhookError
+from streams.webhooks.post import WebhookError
 
 TOPO = Topology("t.")
 

@@ -8,7 +8,7 @@ from schemas import ClassificationResult, DocumentType, Operation, Options, Page
 from schemas import headers as h
 from schemas.pages import BlobRef, OrientationResult
 from streams.agents.route import Router
-from streams.envelope import Origin, derived_event_id
+from streams.kafka.envelope import Origin, derived_event_id
 from streams.topics import (
     CLASSIFIED,
     DLQ,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from streams.exporter.status import (
+from streams.operations.exporter.status import (
     GroupStatus,
     History,
     PartitionStatus,
@@ -16,7 +16,7 @@ from streams.exporter.status import (
     group_status,
     partition_status,
 )
-from streams.lag import TP, GroupLag, RecordCounter, group_lag, list_groups, list_offsets
+from streams.operations.lag import TP, GroupLag, RecordCounter, group_lag, list_groups, list_offsets
 
 _METADATA_TIMEOUT_S = 30.0
 

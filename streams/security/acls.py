@@ -1,7 +1,7 @@
 """Who may do what on the cluster: one principal per role, least privilege, declared in
 terms of the Topology (streams/topics.py), so a topic added there is granted here by
 name and nowhere else. `pagestream acls apply` makes a cluster match it
-(streams/acls_apply.py); `pagestream acls show` prints it.
+(streams/security/acls_apply.py); `pagestream acls show` prints it.
 
 Operations are Kafka's ACL operation names. Every right is ALLOW from any host;
 anything not granted is refused (the embedded secure broker runs the StandardAuthorizer
@@ -14,7 +14,7 @@ Decisions a reviewer should see:
   broker by tests/integration/streams/test_secure.py.
 - The monitor (`pagestream lag`, the exporter) only describes: it never reads record
   bytes (they are identity documents). Its lag is then counted offset for offset,
-  transaction markers included (streams/lag.py falls back when refused).
+  transaction markers included (streams/operations/lag.py falls back when refused).
 - Reading results (`pagestream results`, `pagestream status`) is a role of its own
   (`reader`): the producer role writes docs.raw and nothing else.
 - faust creates and reads topics named after the agents' app id (its changelog and

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from streams import broker_tls
-from streams.acls import ROLES
+from streams.security import tls as broker_tls
+from streams.security.acls import ROLES
 from streams.settings import BrokerSettings, KafkaSettings, Settings
 
 MECHANISM = "SCRAM-SHA-512"

@@ -20,9 +20,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from schemas import DocumentResult, RecordError, decode
 from schemas.results import PageResult, document_markdown
-from streams import kafka
 from streams.blobs import BlobStore
-from streams.partitioning import partition_for
+from streams.kafka import clients as kafka
+from streams.kafka.partitioning import partition_for
 from streams.settings import Settings
 from streams.topics import RESULTS
 

@@ -20,8 +20,8 @@ from datetime import datetime
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from schemas import headers
-from streams import kafka
-from streams.envelope import Origin
+from streams.kafka import clients as kafka
+from streams.kafka.envelope import Origin
 from streams.settings import Settings
 from streams.topics import DLQ
 

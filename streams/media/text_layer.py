@@ -12,7 +12,7 @@ layer is usable:
 Markdown comes from pymupdf4llm's classic converter (headings from font sizes, lists,
 tables from ruling lines, columns), which ships with PyMuPDF; it is deterministic, runs
 no model and does no OCR of its own. Lines and their boxes come from PyMuPDF, in page
-pixels at the submission's dpi, like EasyOCR's. Like streams/media.py this is a pure
+pixels at the submission's dpi, like EasyOCR's. Like streams/media/raster.py this is a pure
 function of the bytes and the limits, and its errors are MediaErrors that name sizes
 and counts, never content.
 """
@@ -28,7 +28,7 @@ from pymupdf4llm.helpers import pymupdf_rag
 
 from schemas import TextLayer
 from schemas.pages import OcrBox, OcrResult
-from streams.media import open_pdf, pixels_at, raise_if_out_of_memory
+from streams.media.raster import open_pdf, pixels_at, raise_if_out_of_memory
 
 # Importing PyMuPDF 2 switches on its ONNX layout model for the whole process, and
 # table detection then runs it on every page: 95 % of the time of a page here. The

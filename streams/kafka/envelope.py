@@ -26,7 +26,7 @@ from typing import Any, Self
 
 from schemas import Record, encode, headers
 from schemas.errors import RecordError
-from streams.tracing import current_traceparent
+from streams.telemetry.tracing import current_traceparent
 
 Header = tuple[str, bytes]
 
@@ -146,7 +146,7 @@ def new_traceparent() -> str:
 def child_traceparent(parent: str | None) -> str:
     """The same trace as `parent` with a new span id; a new trace if there is none.
 
-    Inside a recorded hop span (streams/tracing.py) the new span id is that span's, so
+    Inside a recorded hop span (streams/telemetry/tracing.py) the new span id is that span's, so
     the next hop's span becomes its child."""
     recorded = current_traceparent()
     if recorded is not None:

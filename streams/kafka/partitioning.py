@@ -1,5 +1,5 @@
 """Which partition a key belongs to: murmur2, as faust (aiokafka) and the Java clients
-compute it, and as streams.kafka's producers are configured to (murmur2_random)."""
+compute it, and as streams.kafka.clients's producers are configured to (murmur2_random)."""
 
 from __future__ import annotations
 

@@ -30,8 +30,9 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from streams import broker_tls, credentials
-from streams.acls import ADMIN
+from streams.security import credentials
+from streams.security import tls as broker_tls
+from streams.security.acls import ADMIN
 from streams.settings import BrokerSettings, KafkaSettings
 
 log = logging.getLogger(__name__)

@@ -19,9 +19,9 @@ from typing import Literal
 from confluent_kafka import KafkaError, Message
 
 from schemas import DocumentSubmitted, Operation, Options, validate
-from streams import kafka
 from streams.blobs import BlobStore
-from streams.envelope import first_record
+from streams.kafka import clients as kafka
+from streams.kafka.envelope import first_record
 from streams.settings import Settings
 from streams.topics import RAW, Topology
 

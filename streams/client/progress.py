@@ -18,9 +18,9 @@ from tenacity import retry, retry_if_exception, stop_after_delay, wait_exponenti
 
 from schemas import DocumentResult, PageState, Progress, ProgressStage, RecordError, decode
 from schemas.common import Stage
-from streams import kafka
-from streams.envelope import Origin, Outgoing, next_record
-from streams.partitioning import partition_for
+from streams.kafka import clients as kafka
+from streams.kafka.envelope import Origin, Outgoing, next_record
+from streams.kafka.partitioning import partition_for
 from streams.settings import KafkaSettings
 from streams.topics import PAGES_DONE, PROGRESS, WORK_BY_STAGE, Topology
 

@@ -18,7 +18,7 @@ to its deadline holds one process, not ingest) and reads the pages back one at a
 
 Each failure is a MediaError, so ingest dead-letters the document and ends it as
 `failed` like any other bad upload. The child is a fresh interpreter (``python -m
-streams.sandbox``, not a fork of the threaded agent) on one end of a socket pair; it
+streams.media.sandbox``, not a fork of the threaded agent) on one end of a socket pair; it
 ends when the agent closes its end, and each document also gets an RLIMIT_CPU of its
 deadline, so a child whose agent died mid-document does not render on for hours.
 Pages cross the socket one at a time, so neither process holds a whole document.
@@ -47,9 +47,9 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from schemas import TextLayer
-from streams import media
-from streams.media import Budget, MediaError, PageImage
-from streams.text_layer import TextPage, pages_to_render, read_text_layer
+from streams.media import raster as media
+from streams.media.raster import Budget, MediaError, PageImage
+from streams.media.text_layer import TextPage, pages_to_render, read_text_layer
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +168,7 @@ class Renderer:
         self._discard()
         ours, theirs = socket.socketpair()
         with ours, theirs:
-            cmd = [sys.executable, "-m", "streams.sandbox", str(theirs.fileno()),
+            cmd = [sys.executable, "-m", "streams.media.sandbox", str(theirs.fileno()),
                    str(self.memory_bytes), str(self.timeout_s)]  # fmt: skip
             # Its stdout and stderr are the agent's: a crash's traceback lands in its log.
             proc = subprocess.Popen(cmd, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)  # noqa: S603
@@ -329,7 +329,7 @@ def _serve_one(conn: Connection, timeout_s: float) -> bool:
 
 if __name__ == "__main__":
     # Through the module, not this __main__ copy: the classes it sends must pickle as
-    # streams.sandbox.*, which is what the agent has.
-    from streams.sandbox import _serve as serve
+    # streams.media.sandbox.*, which is what the agent has.
+    from streams.media.sandbox import _serve as serve
 
     serve(Connection(int(sys.argv[1])), int(sys.argv[2]), float(sys.argv[3]))

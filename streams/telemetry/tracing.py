@@ -1,6 +1,6 @@
 """Traces across hops: every hop is an OpenTelemetry span in the document's trace.
 
-A record carries its W3C `traceparent` header (streams/envelope.py). A hop opens a
+A record carries its W3C `traceparent` header (streams/kafka/envelope.py). A hop opens a
 span whose parent is that header, and the records it emits carry the span's own
 context, so the next hop, in another process, becomes its child: one trace per
 document from ingest to the webhook. With no OTLP endpoint configured nothing is
@@ -66,7 +66,7 @@ def hop(
     attributes: dict[str, AttributeValue] | None = None,
 ) -> Iterator[Span | None]:
     """A span for one hop, child of the span that wrote `traceparent`, current while the
-    hop builds its outputs (streams.envelope.child_traceparent reads it)."""
+    hop builds its outputs (streams.kafka.envelope.child_traceparent reads it)."""
     if _provider is None:
         yield None
         return

@@ -1,5 +1,5 @@
 """Make a cluster's ACLs (and, on the embedded broker, its SCRAM users) match
-streams/acls.py, idempotently.
+streams/security/acls.py, idempotently.
 
 Missing bindings are created. Bindings of the declared principals that the declaration
 does not hold are reported as stale, and deleted only with `prune`: one cluster can host
@@ -30,7 +30,7 @@ from confluent_kafka.admin import (
 )
 from pydantic import SecretStr
 
-from streams.acls import Role
+from streams.security.acls import Role
 
 _TIMEOUT_S = 30.0
 _KINDS = {"topic": ResourceType.TOPIC, "group": ResourceType.GROUP,

@@ -34,7 +34,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from streams import kafka
+from streams.kafka import clients as kafka
 from streams.settings import KafkaSettings
 
 _TIMEOUT_S = 30.0
@@ -125,7 +125,7 @@ class RecordCounter:
                     tp = (str(msg.topic()), int(msg.partition() or 0))
                     err = msg.error()
                     if err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
-                        # A describe-only principal (the monitor role, streams/acls.py) may
+                        # A describe-only principal (the monitor role, streams/security/acls.py) may
                         # not read records: its topic counts offset for offset.
                         pending -= {p for p in pending if p[0] == tp[0]}
                         continue

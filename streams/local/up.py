@@ -31,10 +31,13 @@ from tenacity import (
 )
 
 from schemas import DocumentResult, DocumentType, Operation, Options, RecordError, decode
-from streams import acls, acls_apply, broker, credentials, kafka, topics_apply
-from streams.lag import GroupLag, all_lag, record_counter
+from streams.client.submit import Submitter
+from streams.kafka import clients as kafka
+from streams.local import broker
+from streams.operations import topics_apply
+from streams.operations.lag import GroupLag, all_lag, record_counter
+from streams.security import acls, acls_apply, credentials
 from streams.settings import Settings, child_environment
-from streams.submit import Submitter
 from streams.topics import RESULTS
 
 log = logging.getLogger(__name__)

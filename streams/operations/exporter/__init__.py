@@ -14,10 +14,10 @@ from typing import Any
 from confluent_kafka import KafkaException
 from prometheus_client import CollectorRegistry, start_http_server
 
-from streams import kafka
-from streams.exporter.metrics import SnapshotCollector
-from streams.exporter.sampler import Sampler
-from streams.lag import record_counter
+from streams.kafka import clients as kafka
+from streams.operations.exporter.metrics import SnapshotCollector
+from streams.operations.exporter.sampler import Sampler
+from streams.operations.lag import record_counter
 from streams.settings import ExporterSettings, KafkaSettings
 
 log = logging.getLogger(__name__)

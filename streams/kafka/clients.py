@@ -1,5 +1,5 @@
 """confluent-kafka clients (admin, idempotent producer, read_committed consumer) built from
-the one KafkaSettings; record headers live in streams/envelope.py."""
+the one KafkaSettings; record headers live in streams/kafka/envelope.py."""
 
 from __future__ import annotations
 

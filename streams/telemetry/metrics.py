@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter
 
 from schemas import headers
-from streams.envelope import Outgoing
+from streams.kafka.envelope import Outgoing
 
 
 def dead_letters_counter(registry: CollectorRegistry) -> Counter:
