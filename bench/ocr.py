@@ -57,7 +57,7 @@ def main(
     assert all(p.refusal(TextLayer.auto) is None for p in layer)
 
     images = _rendered(pdf)
-    from gpu_node.registry import ModelRegistry
+    from gpu_node.models.registry import ModelRegistry
 
     models = ModelRegistry(ModelSettings())
     models.ocr.read(images[:1])  # load and warm up outside the measurement
@@ -89,8 +89,8 @@ def _rendered(pdf: bytes) -> list[np.ndarray]:
 async def _vlm_rate(
     images: list[np.ndarray], model: Path | None, preset: str, max_tokens: int
 ) -> float:
-    from gpu_node.extraction.tiny_vlm import build_tiny_vlm
     from gpu_node.extraction.vllm_engine import VllmExtractor
+    from gpu_node.offline.tiny_vlm import build_tiny_vlm
     from streams.settings import VllmSettings
 
     with tempfile.TemporaryDirectory(prefix="pagestream-bench-vlm-") as tmp:

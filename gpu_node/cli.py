@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from streams.cli.common import out, settings
+from streams.cli.common import out, progress_bar, settings
 
 
 def register(app: typer.Typer) -> None:
@@ -28,7 +28,7 @@ def register(app: typer.Typer) -> None:
 
 def gpu_node_cmd() -> None:
     """Run the GPU node: micro-batches from the gpu.* topics, results out, exactly once."""
-    from gpu_node.main import run_node
+    from gpu_node.node.main import run_node
 
     # The node's own progress lines (loaded models, assignments) are worth seeing.
     logging.getLogger("gpu_node").setLevel(logging.INFO)
@@ -53,15 +53,17 @@ def synth(
     from synth.dataset import write_dataset
     from synth.doctypes import DOC_TYPES, PAGE_CLASSES
 
-    summary = write_dataset(
-        out_dir,
-        n=n,
-        seed=seed,
-        width=width,
-        n_pdfs=pdfs,
-        rotations=(0,) if upright else (0, 90, 180, 270),
-        doc_types=PAGE_CLASSES if unknown else DOC_TYPES,
-    )
+    with progress_bar("writing") as progress:
+        summary = write_dataset(
+            out_dir,
+            n=n,
+            seed=seed,
+            width=width,
+            n_pdfs=pdfs,
+            rotations=(0,) if upright else (0, 90, 180, 270),
+            doc_types=PAGE_CLASSES if unknown else DOC_TYPES,
+            on_progress=progress,
+        )
     out.print(
         f"{summary.n_images} images, {summary.n_pdfs} PDFs ({summary.n_pdf_pages} pages) "
         f"in {out_dir}; ground truth in {summary.manifest}"
@@ -82,19 +84,21 @@ def train_classifier(
 
     DATA holds upright pages (`pagestream synth --upright --unknown`); quarter turns
     are made while training. Needs the `models` extra."""
-    from gpu_node.training import train
+    from gpu_node.offline.training import train
 
     logging.getLogger("gpu_node").setLevel(logging.INFO)
-    report = train(
-        data,
-        out_path,
-        arch=arch,
-        epochs=epochs,
-        input_size=input_size,
-        batch_size=batch_size,
-        seed=seed,
-        threads=threads,
-    )
+    with progress_bar("training") as progress:
+        report = train(
+            data,
+            out_path,
+            arch=arch,
+            epochs=epochs,
+            input_size=input_size,
+            batch_size=batch_size,
+            seed=seed,
+            threads=threads,
+            on_progress=progress,
+        )
     out.print(
         f"validation accuracy {report.accuracy:.4f}, rotation {report.rotation_accuracy:.4f} "
         f"on {report.n_val} images ({report.n_train} trained, {report.epochs} epochs, "
@@ -121,21 +125,23 @@ def eval_models(
     ] = True,
 ) -> None:
     """Accuracy, calibration and pages/s of the model set on fresh held-out synthetic pages."""
-    from gpu_node.evaluate import by_kind_and_rotation, evaluate
-    from gpu_node.registry import ModelRegistry
+    from gpu_node.models.registry import ModelRegistry
+    from gpu_node.offline.evaluate import by_kind_and_rotation, evaluate
     from synth.doctypes import ROTATIONS
 
     logging.getLogger("gpu_node").setLevel(logging.INFO)
     registry = ModelRegistry(settings().models)
-    r = evaluate(
-        registry,
-        n=n,
-        seed=seed,
-        width=width,
-        speed_pages=speed_pages,
-        text_pdf_n=text_pdf_pages,
-        compare_text=compare_text,
-    )
+    with progress_bar("evaluating") as progress:
+        r = evaluate(
+            registry,
+            n=n,
+            seed=seed,
+            width=width,
+            speed_pages=speed_pages,
+            text_pdf_n=text_pdf_pages,
+            compare_text=compare_text,
+            on_progress=progress,
+        )
     table = Table(
         "measure",
         "value",
@@ -174,6 +180,6 @@ def eval_models(
 
 def build_tiny_vlm_cmd(out_dir: Annotated[Path, typer.Option("--out")]) -> None:
     """Build a tiny random-weight Qwen2.5-VL checkpoint (no hub) to exercise the vLLM path."""
-    from gpu_node.extraction.tiny_vlm import build_tiny_vlm
+    from gpu_node.offline.tiny_vlm import build_tiny_vlm
 
     out.print(f"tiny VLM checkpoint: {build_tiny_vlm(out_dir)}")

@@ -19,7 +19,7 @@ class WebhookDelivery(Record):
 
     doc_id: DocId
     # The callback as the submission gave it (validated there as an http(s) URL;
-    # streams/webhooks/post.py checks it again, and every address it resolves to, per POST).
+    # streams/webhooks/address.py checks it again, and every address it resolves to, per POST).
     callback: str = Field(min_length=1, max_length=8192)
     # "<doc_id>:<event id of the result record>": equal whenever the same result is
     # POSTed again (a redelivered page, a replayed dead letter), so receivers dedupe.

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
+from streams.kafka.faults import WorldError
+
 DEFAULT_MAX_BLOB_BYTES = 64 * 1024 * 1024
 _MAX_URI_CHARS = 4096
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
@@ -49,7 +51,7 @@ class BlobIntegrityError(BlobError):
     """The stored bytes do not hash to the expected sha256."""
 
 
-class BlobStoreUnavailableError(Exception):
+class BlobStoreUnavailableError(WorldError):
     """The store itself failed (a timeout, a refused connection, a full disk): not the
     record's fault. Callers retry later instead of dead-lettering the record; the
     BlobError family above is the record's fault."""

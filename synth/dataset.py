@@ -16,7 +16,7 @@ import json
 import logging
 import random
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,11 +107,13 @@ def write_dataset(
     pdf_pages: int = 3,
     degraded: bool = True,
     jpeg_quality: int = DATASET_JPEG_QUALITY,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> DatasetSummary:
     """Write `n` images and `n_pdfs` PDFs of `pdf_pages` pages each, plus ground truth.
 
     Re-running with the same arguments reproduces every file byte for byte.
-    Only counts are logged: field values imitate personal data.
+    Only counts are logged: field values imitate personal data. `on_progress(done,
+    total)` is called after each file written (a command's progress bar).
     """
     types = _check(doc_types, rotations)
     # PDFs bundle an ID's two sides with other pages unless types were restricted.
@@ -129,6 +131,8 @@ def write_dataset(
         save_jpeg(doc.image, out / rel, jpeg_quality)
         lines.append(_record(rel, doc, None))
         per_class[doc.doc_type.value] += 1
+        if on_progress is not None:
+            on_progress(i + 1, n + n_pdfs)
     for k in range(n_pdfs):
         rel = f"pdfs/{k:04d}.pdf"
         data, pages = generate_pdf(
@@ -144,6 +148,8 @@ def write_dataset(
         (out / rel).write_bytes(data)
         lines.extend(_record(rel, page, no) for no, page in enumerate(pages, start=1))
         summary.n_pdf_pages += len(pages)
+        if on_progress is not None:
+            on_progress(n + k + 1, n + n_pdfs)
     out.mkdir(parents=True, exist_ok=True)
     summary.manifest.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     summary.n_images = n

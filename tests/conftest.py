@@ -1,12 +1,20 @@
-"""Session fixtures: one real Apache Kafka broker for the whole run.
+"""Session fixtures: one real Apache Kafka broker for the whole run; the test tiers.
 
 The broker is the project's own embedded KRaft node on free ports in a temp
 folder, unless PAGESTREAM_TEST_BOOTSTRAP names an existing cluster. Each test
-gets its own topic prefix, so tests never see each other's records.
+gets its own topic prefix, so tests never see each other's records. Under
+pytest-xdist each worker starts its own broker: the ports are free ones and the
+temp folder is the worker's own.
+
+The tiers are markers set here, by path and by fixture, so a new test lands in
+the right one without a hand-written mark: `unit` (under tests/unit), `kafka`
+(under tests/integration, or using the broker), `models` (loading a model or
+starting vLLM). `make check` runs the unit tier without the other two.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -28,6 +36,33 @@ from streams.local import broker
 from streams.settings import BlobSettings, BrokerSettings, KafkaSettings, Settings, TopicSettings
 from tests.support.coordinator import wait_for_group_coordinator
 from tests.support.vlm import TINY_KV_CACHE_BYTES, TINY_MAX_PIXELS, TINY_MIN_PIXELS
+
+# Fixtures that load model weights, train or start vLLM (each closure includes its own
+# dependencies, so a fixture built on these is covered too).
+MODEL_FIXTURES = frozenset({
+    "easyocr_reader", "page_model", "model_registry", "node_factory",
+    "tiny_vlm_dir", "tiny_writer_vlm_dir", "vllm_server",
+})  # fmt: skip
+# vLLM users share one xdist worker: one `vllm serve` and one tiny checkpoint per run.
+VLLM_FIXTURES = frozenset({"tiny_vlm_dir", "tiny_writer_vlm_dir", "vllm_server"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests = config.rootpath / "tests"
+    for item in items:
+        tier = item.path.relative_to(tests).parts[0] if item.path.is_relative_to(tests) else ""
+        used = set(getattr(item, "fixturenames", ()))
+        if tier == "unit":
+            item.add_marker(pytest.mark.unit)
+        if tier == "integration" or "kafka_bootstrap" in used:
+            item.add_marker(pytest.mark.kafka)
+        if used & MODEL_FIXTURES:
+            item.add_marker(pytest.mark.models)
+        if used & VLLM_FIXTURES:
+            item.add_marker(pytest.mark.xdist_group("vllm"))
+        if item.get_closest_marker("serial") is not None:
+            item.add_marker(pytest.mark.xdist_group("serial"))
 
 
 class _TestEnv(BaseSettings):
@@ -57,12 +92,22 @@ def kafka_bootstrap(broker_settings: BrokerSettings) -> Iterator[str]:
     if external:
         yield external
         return
+    _resolve_jars_once(broker_settings)
     info = broker.start(broker_settings)
     try:
         wait_for_group_coordinator(KafkaSettings(bootstrap_servers=info.bootstrap))
         yield info.bootstrap
     finally:
         broker.stop(broker_settings)
+
+
+def _resolve_jars_once(settings: BrokerSettings) -> None:
+    """On a fresh machine the xdist workers would each run Maven into the same cache
+    folder at once: the first resolves the jars under a lock, the others find them."""
+    settings.jars_dir.mkdir(parents=True, exist_ok=True)
+    with open(settings.jars_dir / ".resolve.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        broker.ensure_jars(settings)
 
 
 @pytest.fixture
@@ -117,7 +162,7 @@ def make_topic(settings: Settings) -> Callable[[str, int], str]:
 @pytest.fixture(scope="session")
 def tiny_vlm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random-weight Qwen2.5-VL checkpoint (built in seconds, no hub) for vLLM tests."""
-    from gpu_node.extraction.tiny_vlm import build_tiny_vlm
+    from gpu_node.offline.tiny_vlm import build_tiny_vlm
 
     return build_tiny_vlm(tmp_path_factory.mktemp("tiny-vlm") / "model")
 
@@ -126,7 +171,7 @@ def tiny_vlm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_writer_vlm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny checkpoint without its bias for short answers: it writes until max_tokens
     (page reading: truncation, the no-repeat rule, deadlines)."""
-    from gpu_node.extraction.tiny_vlm import build_tiny_vlm
+    from gpu_node.offline.tiny_vlm import build_tiny_vlm
 
     return build_tiny_vlm(tmp_path_factory.mktemp("tiny-vlm-writer") / "model", answers="long")
 

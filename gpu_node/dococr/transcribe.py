@@ -5,12 +5,12 @@ page: `complete_page(image, ask)` returns what the model wrote and why it stoppe
 ("stop", "length" at max_tokens, or "deadline" when the page's deadline passed: what
 was written by then is kept). Everything else is here: the preset's prompt, image
 size and sampling; parsing the reply (gpu_node/dococr/reply.py); the olmOCR-style
-second read of a page the model says is turned; and the failure policy of a batch.
+second read of a page the model says is turned; and the failure policy of a batch
+(gpu_node/extraction/batch.py, the one the extraction engines use too).
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -21,8 +21,8 @@ from PIL import Image
 
 from gpu_node.dococr.presets import PRESETS, NoRepeatNGram, Preset
 from gpu_node.dococr.reply import parse_reply
-from gpu_node.extraction.base import EngineUnavailable
-from gpu_node.images import RGBArray
+from gpu_node.extraction.batch import gather_batch
+from gpu_node.models.images import RGBArray
 from schemas.pages import OcrResult
 from streams.settings import DocOcrSettings
 
@@ -103,16 +103,7 @@ async def transcribe(
     """One OcrResult per page, in order. The engine being unavailable raises
     EngineUnavailable (the node keeps the pages and retries them later); any other
     failure raises too, and the node isolates the page that caused it."""
-    outcomes = await asyncio.gather(
-        *(_read(completer, page, ask) for page in pages), return_exceptions=True
-    )
-    failures = [o for o in outcomes if isinstance(o, BaseException)]
-    for exc in failures:
-        if isinstance(exc, EngineUnavailable) or not isinstance(exc, Exception):
-            raise exc
-    if failures:
-        raise failures[0]
-    return [o for o in outcomes if isinstance(o, OcrResult)]
+    return await gather_batch((_read(completer, page, ask) for page in pages), label="page reading")
 
 
 async def _read(completer: PageCompleter, page: RGBArray, ask: PageAsk) -> OcrResult:

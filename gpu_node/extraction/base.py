@@ -6,10 +6,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from gpu_node.images import RGBArray
+from gpu_node.models.images import RGBArray
 from schemas.common import DocumentType
 from schemas.extraction import ExtractionResult
 from schemas.pages import OcrResult
+from streams.kafka.faults import WorldError
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class Extractor(Protocol):
         ...
 
 
-class EngineUnavailable(RuntimeError):
+class EngineUnavailable(WorldError):
     """The engine cannot serve right now (server down, circuit open, retries spent).
 
     Not the record's fault: the GPU node keeps the work and retries it later

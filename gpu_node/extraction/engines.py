@@ -9,7 +9,8 @@
 
 Operation `ocr` reads pages with EasyOCR (backend `ocr`, on the synchronous stages)
 or with the VLM engine (backend `vlm`, and `hybrid`, which means the same here),
-through the extraction scheduler; `auto` is `extraction.auto_ocr_backend`.
+through the engine scheduler (gpu_node/node/engine_scheduler.py); `auto` is
+`extraction.auto_ocr_backend`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from gpu_node.dococr.transcribe import PageReader
 from gpu_node.extraction.base import Extractor
 from gpu_node.extraction.hybrid import HybridExtractor
-from gpu_node.registry import ModelRegistry
+from gpu_node.models.registry import ModelRegistry
 from schemas import Backend, Stage
 from streams.settings import ExtractionSettings
 

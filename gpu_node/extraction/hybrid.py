@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from gpu_node.extraction.base import ExtractionInput, Extractor
 from gpu_node.extraction.parsers import find_cpfs, normalize_name, squash
 from gpu_node.extraction.rules import RulesExtractor
-from gpu_node.ocr import OcrEngine
+from gpu_node.models.ocr import OcrEngine
 from schemas.cpf import is_valid_cpf
 from schemas.extraction import (
     ExtractionFields,

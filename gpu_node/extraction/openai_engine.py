@@ -40,8 +40,9 @@ from tenacity import (
 
 from gpu_node.dococr.transcribe import Completion, PageAsk, transcribe
 from gpu_node.extraction.base import EngineUnavailable, ExtractionInput
+from gpu_node.extraction.batch import gather_batch
 from gpu_node.extraction.prompts import json_schema_for, parse_fields, prompt_for, schema_name
-from gpu_node.images import RGBArray
+from gpu_node.models.images import RGBArray
 from schemas.extraction import ExtractionResult
 from schemas.pages import OcrResult
 from streams.settings import DocOcrSettings, OpenAISettings
@@ -118,25 +119,9 @@ class OpenAIExtractor:
         await self._client.close()  # closes the pooled httpx client
 
     async def extract(self, items: Sequence[ExtractionInput]) -> list[ExtractionResult]:
-        started = time.monotonic()
-        outcomes = await asyncio.gather(
-            *(self._extract_one(item) for item in items), return_exceptions=True
-        )
-        failures = [o for o in outcomes if isinstance(o, BaseException)]
-        log.debug(
-            "openai extraction: %d pages in %.2f s, %d failed",
-            len(items),
-            time.monotonic() - started,
-            len(failures),
-        )
-        if failures:
-            # The server's trouble first: then the batch is retried as a whole,
-            # not split up and dead-lettered page by page.
-            for exc in failures:
-                if isinstance(exc, EngineUnavailable) or not isinstance(exc, Exception):
-                    raise exc
-            raise failures[0]
-        return [o for o in outcomes if isinstance(o, ExtractionResult)]
+        # The server's trouble first: then the batch is retried as a whole.
+        calls = (self._extract_one(item) for item in items)
+        return await gather_batch(calls, label="openai extraction")
 
     async def _extract_one(self, item: ExtractionInput) -> ExtractionResult:
         request_id = uuid.uuid4().hex[:16]

@@ -32,7 +32,7 @@ from gpu_node.extraction.parsers import (
     squash,
     value_candidates,
 )
-from gpu_node.ocr import OcrEngine
+from gpu_node.models.ocr import OcrEngine
 from schemas.common import DocumentType, family
 from schemas.extraction import (
     ExtractionFields,

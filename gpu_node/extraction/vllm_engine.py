@@ -21,8 +21,9 @@ from PIL import Image
 
 from gpu_node.dococr.transcribe import Completion, PageAsk, transcribe
 from gpu_node.extraction.base import EngineUnavailable, ExtractionInput
+from gpu_node.extraction.batch import gather_batch
 from gpu_node.extraction.prompts import json_schema_for, parse_fields, prompt_for
-from gpu_node.images import RGBArray
+from gpu_node.models.images import RGBArray
 from schemas.extraction import ExtractionResult
 from schemas.pages import OcrResult
 from streams.settings import DocOcrSettings, VllmSettings
@@ -112,25 +113,9 @@ class VllmExtractor:
             raise EngineUnavailable("vllm engine is not started")
         if engine.errored:
             raise EngineUnavailable("vllm engine is dead (its core process failed)")
-        started = time.monotonic()
-        outcomes = await asyncio.gather(
-            *(self._extract_one(engine, item) for item in items), return_exceptions=True
-        )
-        failures = [o for o in outcomes if isinstance(o, BaseException)]
-        log.debug(
-            "vllm extraction: %d pages in %.2f s, %d failed",
-            len(items),
-            time.monotonic() - started,
-            len(failures),
-        )
-        if failures:
-            # The engine's own trouble first: then the batch is retried as a
-            # whole, not split up and dead-lettered page by page.
-            for exc in failures:
-                if isinstance(exc, EngineUnavailable) or not isinstance(exc, Exception):
-                    raise exc
-            raise failures[0]
-        return [o for o in outcomes if isinstance(o, ExtractionResult)]
+        # The engine's own trouble first: then the batch is retried as a whole.
+        calls = (self._extract_one(engine, item) for item in items)
+        return await gather_batch(calls, label="vllm extraction")
 
     async def transcribe(self, pages: Sequence[RGBArray]) -> list[OcrResult]:
         """Operation ocr: each page to Markdown (see gpu_node/dococr)."""

@@ -7,13 +7,15 @@ with no output and no dead letter. So every agent runs each record through
 `RecordHandling.run`, which returns only once the record's outputs are acknowledged
 by the broker:
 
-- the world's fault (the blob store unavailable, the broker refusing or unreachable):
-  the same record is tried again with capped exponential backoff, as long as it takes;
+- the world's fault (streams/kafka/faults.py's `is_worlds_fault`: the blob store
+  unavailable, the broker refusing or unreachable): the same record is tried again with
+  capped exponential backoff, as long as it takes;
   its outputs carry deterministic event ids, so a send repeated after an unclear
   failure is a duplicate that downstream dedupe absorbs;
 - the record's fault (anything else the step raises, an output over the record size
   limit, a record the broker refuses as too large): the record goes to docs.dlq with
-  the reason, its value dropped (and a header saying so) if it would not fit.
+  the reason, its value dropped (and a header saying so) if it would not fit. The dead
+  letter is built, logged and counted by streams/kafka/faults.py's `DeadLetters`.
 
 route and deliver pipeline their records (streams/agents/pipeline.py): `start` runs the
 step and hands its outputs to the producer without waiting, `settle` later waits for
@@ -29,21 +31,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka.errors import KafkaError, MessageSizeTooLargeError
-from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential
+from aiokafka.errors import MessageSizeTooLargeError
+from tenacity import AsyncRetrying, retry_if_exception, wait_exponential
 
-from streams.blobs import BlobStoreUnavailableError
-from streams.kafka.envelope import Origin, Outgoing, dead_letter, fit_dead_letter
-from streams.media.sandbox import RendererUnavailableError
+from streams.kafka.envelope import Origin, Outgoing
+from streams.kafka.faults import DeadLetters, is_worlds_fault
 
 log = logging.getLogger(__name__)
-
-# Failures that say nothing about the record: retried, never dead-lettered.
-WORLD_ERRORS: tuple[type[BaseException], ...] = (
-    BlobStoreUnavailableError,
-    KafkaError,
-    RendererUnavailableError,
-)
 
 Step = Callable[[Origin], Awaitable[list[Outgoing]]]
 Send = Callable[[list[Outgoing]], Awaitable[None]]
@@ -59,27 +53,19 @@ class Sent:
     acks: list[asyncio.Future[Any]]
 
 
-class OutputTooLargeError(ValueError):
-    """An output record would exceed the record size limit."""
-
-
 class RecordHandling:
     def __init__(
         self,
         send: Send,
         *,
         submit: Submit | None = None,
-        dlq_topic: str,
-        group: str,
-        max_record_bytes: int,
+        dead_letters: DeadLetters,
         retry_initial_s: float = 0.5,
         retry_max_s: float = 30.0,
     ) -> None:
         self._send = send
         self._submit = submit
-        self._dlq_topic = dlq_topic
-        self._group = group
-        self._max_record_bytes = max_record_bytes
+        self._dead_letters = dead_letters
         self._retry_initial_s = retry_initial_s
         self._wait = wait_exponential(multiplier=retry_initial_s, max=retry_max_s)
 
@@ -88,13 +74,14 @@ class RecordHandling:
         async for attempt in self._retrying("send", None):
             with attempt:
                 await self._send(outputs)
+        self._dead_letters.sent(outputs)
 
     async def run(self, stage: str, origin: Origin, step: Step) -> list[Outgoing]:
         """`step(origin)`'s outputs, or a dead letter of `origin`, sent and acknowledged."""
         async for attempt in self._retrying(stage, origin):
             with attempt:
                 outputs = await self._outputs(stage, origin, step)
-                return await self._send_or_dead_letter(stage, origin, outputs)
+                return self._sent(await self._send_or_dead_letter(stage, origin, outputs))
         raise AssertionError("unreachable: tenacity retries until success")  # pragma: no cover
 
     async def start(self, stage: str, origin: Origin, step: Step) -> Sent:
@@ -102,17 +89,16 @@ class RecordHandling:
         unacknowledged: `settle` waits for them. The step's world errors, and the
         producer's refusal to take a record (it cannot reach the cluster), are retried
         here as in `run`."""
-        assert self._submit is not None, "start needs a submit"  # noqa: S101
         try:  # the usual case, without the cost of setting up tenacity for every record
-            outputs = await self._outputs(stage, origin, step)
-            return Sent(outputs, await self._submit(outputs))
-        except WORLD_ERRORS as exc:
+            return await self._start(stage, origin, step)
+        except Exception as exc:
+            if not is_worlds_fault(exc):
+                raise
             _log_retry(stage, origin, _Failed(exc))
             await asyncio.sleep(self._retry_initial_s)  # then tenacity's backoff
         async for attempt in self._retrying(stage, origin):
             with attempt:
-                outputs = await self._outputs(stage, origin, step)
-                return Sent(outputs, await self._submit(outputs))
+                return await self._start(stage, origin, step)
         raise AssertionError("unreachable: tenacity retries until success")  # pragma: no cover
 
     async def settle(self, stage: str, origin: Origin, sent: Sent) -> list[Outgoing]:
@@ -121,11 +107,13 @@ class RecordHandling:
         try:
             for ack in sent.acks:
                 await ack
-            return sent.outputs
+            return self._sent(sent.outputs)
         except MessageSizeTooLargeError as exc:
             # The broker's limit is below ours: the record's fault, not the world's.
-            outputs = [self._dead_letter(stage, origin, exc, max_bytes=0)]
-        except WORLD_ERRORS as exc:
+            outputs = [self._dead_letters.letter(stage, origin, exc, max_bytes=0)]
+        except Exception as exc:
+            if not is_worlds_fault(exc):
+                raise
             # The same outputs again (not the step again: it ran, and deliver's step
             # changed its table), as long as it takes; byte-identical, so a copy the
             # broker kept after all is a duplicate downstream dedupe absorbs.
@@ -133,17 +121,33 @@ class RecordHandling:
             outputs = sent.outputs
         async for attempt in self._retrying(stage, origin):
             with attempt:
-                return await self._send_or_dead_letter(stage, origin, outputs)
+                return self._sent(await self._send_or_dead_letter(stage, origin, outputs))
         raise AssertionError("unreachable: tenacity retries until success")  # pragma: no cover
 
     def _retrying(self, stage: str, origin: Origin | None) -> AsyncRetrying:
         """Retries of the world's failures, with backoff, for as long as it takes."""
         return AsyncRetrying(
-            retry=retry_if_exception_type(WORLD_ERRORS),
+            retry=retry_if_exception(is_worlds_fault),
             wait=self._wait,
             before_sleep=lambda state: _log_retry(stage, origin, state.outcome),
             reraise=True,
         )
+
+    def _sent(self, outputs: list[Outgoing]) -> list[Outgoing]:
+        """`outputs`, acknowledged: their dead letters are counted, once."""
+        self._dead_letters.sent(outputs)
+        return outputs
+
+    async def _start(self, stage: str, origin: Origin, step: Step) -> Sent:
+        assert self._submit is not None, "start needs a submit"  # noqa: S101
+        outputs = await self._outputs(stage, origin, step)
+        try:
+            return Sent(outputs, await self._submit(outputs))
+        except MessageSizeTooLargeError as exc:
+            # Refused before it left (over the producer's max request size): the
+            # record's fault, as when the broker refuses it.
+            outputs = [self._dead_letters.letter(stage, origin, exc, max_bytes=0)]
+            return Sent(outputs, await self._submit(outputs))
 
     async def _send_or_dead_letter(
         self, stage: str, origin: Origin, outputs: list[Outgoing]
@@ -153,50 +157,18 @@ class RecordHandling:
         try:
             await self._send(outputs)
         except MessageSizeTooLargeError as exc:
-            outputs = [self._dead_letter(stage, origin, exc, max_bytes=0)]
+            outputs = [self._dead_letters.letter(stage, origin, exc, max_bytes=0)]
             await self._send(outputs)
         return outputs
 
     async def _outputs(self, stage: str, origin: Origin, step: Step) -> list[Outgoing]:
         try:
             outputs = await step(origin)
-        except WORLD_ERRORS:
-            raise
         except Exception as exc:
-            log.warning(
-                "%s: dead letter %s[%d]@%d %s",
-                stage,
-                origin.topic,
-                origin.partition,
-                origin.offset,
-                type(exc).__name__,
-            )
-            return [self._dead_letter(stage, origin, exc)]
-        fitted: list[Outgoing] = []
-        for out in outputs:
-            if out.topic == self._dlq_topic:
-                fitted.append(fit_dead_letter(out, self._max_record_bytes))
-            elif not out.fits(self._max_record_bytes):
-                too_large = OutputTooLargeError(
-                    f"{stage} output to {out.topic} is {out.size_bytes} bytes, over the "
-                    f"record limit of {self._max_record_bytes}"
-                )
-                return [self._dead_letter(stage, origin, too_large)]
-            else:
-                fitted.append(out)
-        return fitted
-
-    def _dead_letter(
-        self, stage: str, origin: Origin, exc: BaseException, *, max_bytes: int | None = None
-    ) -> Outgoing:
-        return dead_letter(
-            origin,
-            dlq_topic=self._dlq_topic,
-            stage=stage,
-            group=self._group,
-            exc=exc,
-            max_bytes=self._max_record_bytes if max_bytes is None else max_bytes,
-        )
+            if is_worlds_fault(exc):
+                raise
+            return [self._dead_letters.letter(stage, origin, exc)]
+        return self._dead_letters.fit(stage, origin, outputs)
 
 
 @dataclass(frozen=True)

@@ -28,22 +28,17 @@ from schemas import (
     decode,
 )
 from schemas.pages import BlobRef
-from streams.agents.deliver import webhook_record
-from streams.blobs import BlobStore, BlobStoreUnavailableError
-from streams.client import progress
+from streams import media
+from streams.agents import progress
+from streams.blobs import BlobStore
 from streams.client.submit import stable_doc_id
-from streams.kafka.envelope import Origin, Outgoing, dead_letter, error_message, next_record
-from streams.media import raster as media
-from streams.media.sandbox import (
-    Renderer,
-    RendererPool,
-    RendererUnavailableError,
-    RenderJob,
-    TextLayerRead,
-)
+from streams.kafka.envelope import Origin, Outgoing, error_message, next_record
+from streams.kafka.faults import DeadLetters, is_worlds_fault
+from streams.media.sandbox import Renderer, RendererPool, RenderJob, TextLayerRead
 from streams.media.text_layer import TextPage
 from streams.routing import next_step
-from streams.topics import DLQ, RESULTS, Topology
+from streams.topics import RESULTS, Topology
+from streams.webhooks.record import webhook_record
 
 log = logging.getLogger(__name__)
 
@@ -56,16 +51,17 @@ class Ingest:
         topology: Topology,
         blobs: BlobStore,
         *,
-        group: str,
+        dead_letters: DeadLetters,
         renderer: Renderer | RendererPool,
         max_pixels: int,
         budget: media.Budget,
         progress: bool = False,
     ) -> None:
-        self.progress = progress  # also write docs.progress (streams/client/progress.py)
+        self.progress = progress  # also write docs.progress (streams/agents/progress.py)
         self.topology = topology
         self.blobs = blobs
-        self.group = group
+        # Beside its dead letter, a document that cannot be split ends `failed`.
+        self.dead_letters = dead_letters
         self.renderer = renderer
         self.max_pixels = max_pixels
         self.budget = budget
@@ -76,26 +72,11 @@ class Ingest:
             submitted = decode(DocumentSubmitted, origin.value)
             data = self._payload(submitted)
             return self._split(origin, submitted, data)
-        except (BlobStoreUnavailableError, RendererUnavailableError):
-            raise  # the world's fault, not the document's: the record is retried
         except Exception as exc:  # a hostile document can make anything raise
-            log.warning(
-                "ingest: dead letter %s[%d]@%d %s",
-                origin.topic,
-                origin.partition,
-                origin.offset,
-                type(exc).__name__,
-            )
-            out = [
-                dead_letter(
-                    origin,
-                    dlq_topic=self.topology.name(DLQ),
-                    stage=STAGE,
-                    group=self.group,
-                    exc=exc,
-                )
-            ]
-            return out + self._failed_result(origin, submitted, exc)
+            if is_worlds_fault(exc):
+                raise  # the world's fault, not the document's: the record is retried
+            letter = self.dead_letters.letter(STAGE, origin, exc)
+            return [letter, *self._failed_result(origin, submitted, exc)]
 
     def _payload(self, sub: DocumentSubmitted) -> bytes:
         p = sub.payload

@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from streams.kafka.envelope import Outgoing
-from streams.telemetry.metrics import count_dead_letter, dead_letters_counter
+from streams.telemetry.metrics import dead_letters_counter
 
 # From a route hop (milliseconds) to rasterizing a 200-page PDF (minutes).
 _LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
@@ -52,6 +52,7 @@ class AgentMetrics:
             ["status", "cause"],
             registry=registry,
         )
+        # Counted by streams/kafka/faults.py's DeadLetters, which app.py hands it to.
         self.dead_letters = dead_letters_counter(registry)
         self.loop_lag = Histogram(
             "pagestream_agent_event_loop_lag_seconds",
@@ -69,11 +70,7 @@ class AgentMetrics:
 
     def record(self, agent: str, emits: list[Outgoing], seconds: float) -> None:
         self.records_in.labels(agent).inc()
-        failed = 0
-        for e in emits:
-            if e.topic == self.dlq_topic:
-                failed += 1
-                count_dead_letter(self.dead_letters, e)
+        failed = sum(1 for e in emits if e.topic == self.dlq_topic)
         self.records_failed.labels(agent).inc(failed)
         self.records_out.labels(agent).inc(len(emits) - failed)
         self.latency.labels(agent).observe(seconds)

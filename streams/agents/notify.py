@@ -49,7 +49,8 @@ from streams.kafka.envelope import Origin, Outgoing
 from streams.settings import AgentSettings
 from streams.telemetry import tracing
 from streams.webhooks import post as webhook
-from streams.webhooks.post import WebhookError, WebhookPolicy
+from streams.webhooks.errors import WebhookError
+from streams.webhooks.post import WebhookPolicy
 
 log = logging.getLogger(__name__)
 

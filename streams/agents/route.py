@@ -1,38 +1,31 @@
-"""route: a page back from a GPU stage -> its next work topic or docs.pages.done (next_step)."""
+"""route: a page back from a GPU stage -> its next work topic or docs.pages.done (next_step).
+
+A page that does not parse, or has no next step, raises (RecordError, RoutingError):
+the record's fault, which RecordHandling (streams/agents/handling.py) dead-letters.
+"""
 
 from __future__ import annotations
 
-import logging
-
-from schemas import PageState, RecordError, decode
-from streams.client import progress
-from streams.kafka.envelope import Origin, Outgoing, dead_letter, next_record
-from streams.routing import RoutingError, next_step
-from streams.topics import DLQ, Topology
-
-log = logging.getLogger(__name__)
+from schemas import PageState, decode
+from streams.agents import progress
+from streams.kafka.envelope import Origin, Outgoing, next_record
+from streams.routing import next_step
+from streams.topics import Topology
 
 STAGE = "route"
 
 
 class Router:
     def __init__(
-        self, topology: Topology, *, group: str, min_confidence: float, progress: bool = False
+        self, topology: Topology, *, min_confidence: float, progress: bool = False
     ) -> None:
         self.topology = topology
-        self.group = group
         self.min_confidence = min_confidence
-        self.progress = progress  # also write docs.progress (streams/client/progress.py)
+        self.progress = progress  # also write docs.progress (streams/agents/progress.py)
 
     def handle(self, origin: Origin) -> list[Outgoing]:
-        try:
-            page = decode(PageState, origin.value)
-            route = next_step(page, min_confidence=self.min_confidence)
-        except (RecordError, RoutingError) as exc:
-            log.warning("route: dead letter %s[%d]@%d %s", origin.topic, origin.partition,
-                        origin.offset, type(exc).__name__)  # fmt: skip
-            dlq = self.topology.name(DLQ)
-            return [dead_letter(origin, dlq_topic=dlq, stage=STAGE, group=self.group, exc=exc)]
+        page = decode(PageState, origin.value)
+        route = next_step(page, min_confidence=self.min_confidence)
         topic = self.topology.name(route.topic)
         out = [next_record(topic, page.doc_id, page, origin, STAGE)]
         if self.progress:

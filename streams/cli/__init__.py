@@ -7,7 +7,7 @@
     pagestream submit FILE...             publish documents to docs.raw (submit.py)
     pagestream results                    the latest result per document (results.py)
     pagestream status DOC_ID              where a document's pages are (status.py)
-    pagestream lag                        consumer lag per group and partition (lag.py)
+    pagestream lag                        consumer lag per group and topic (lag.py)
     pagestream exporter                   lag and offsets for Prometheus (exporter.py)
     pagestream dlq list|show|replay       dead letters (dlq.py)
     pagestream agents                     one CPU agent worker (agents.py)
@@ -15,6 +15,9 @@
     pagestream gpu-node                   the GPU node              (gpu_node/cli.py)
     pagestream synth | train-classifier | eval | build-tiny-vlm
                                           models and synthetic data (gpu_node/cli.py)
+
+What `results`, `up` and `lag` print is laid out in render.py; the consoles, the
+settings and the progress bar are in common.py.
 
 Packages above streams/ add their commands through the `pagestream.commands` entry
 point (a function that registers them on the app), so streams never imports them.

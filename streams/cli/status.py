@@ -11,7 +11,7 @@ from confluent_kafka import KafkaException
 from rich.table import Table
 
 from streams.cli.common import fail, out, settings
-from streams.client.progress import read_progress
+from streams.client.status import read_progress
 from streams.kafka.errors import explain
 
 

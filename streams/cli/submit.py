@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from schemas import Backend, DocumentType, Operation, Options, RecordError, TextLayer
-from streams.cli.common import err, fail, out, settings
+from streams.cli.common import fail, out, progress_bar, settings
 from streams.client import submit as submit_mod
 from streams.topics import RAW
 
@@ -60,14 +60,8 @@ def submit(
         files = submit_mod.discover(paths)
     except submit_mod.SubmitError as exc:
         fail(str(exc), 2)
-    with Progress(
-        TextColumn("submitting"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        console=err,
-        disable=as_json,
-    ) as bar:
-        task = bar.add_task("submit", total=len(files))
+    done = itertools.count(1)
+    with progress_bar("submitting", disable=as_json) as progress:
         try:
             subs = submit_mod.submit_paths(
                 s,
@@ -77,7 +71,7 @@ def submit(
                 doc_id=doc_id,
                 callback=callback,
                 attributes=_parse_attrs(attr or []),
-                on_each=lambda _: bar.advance(task),
+                on_each=lambda _: progress(next(done), len(files)),
             )
         except (submit_mod.SubmitError, RecordError) as exc:
             fail(str(exc))

@@ -5,14 +5,19 @@ from __future__ import annotations
 import signal
 import time
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from streams.blobs import BlobStore
 from streams.cli.common import fail, out, settings
-from streams.cli.lag import print_lag
+from streams.cli.render import print_lag, print_result
+from streams.client.results import resolved
 from streams.local import broker as broker_mod
 from streams.security.credentials import CredentialsError
+
+if TYPE_CHECKING:
+    from streams.local.up import Child
 
 
 def register(app: typer.Typer) -> None:
@@ -33,12 +38,16 @@ def up(
             "PAGESTREAM_BROKER__SECURE (false).",
         ),
     ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print each sample's full DocumentResult, one per line.")
+    ] = False,
 ) -> None:
     """Run the whole pipeline locally: broker, topics, GPU node, agents, sample documents.
 
     Submits one sample document per operation (classify, extract, process, ocr on a
-    two-page PDF), prints each DocumentResult and the consumer lag, then keeps the
-    pipeline running until Ctrl-C (or stops at once with --exit-when-done).
+    two-page PDF), prints a short block per result (--json: the whole DocumentResult)
+    and the consumer lag, then keeps the pipeline running until Ctrl-C (or stops at
+    once with --exit-when-done).
     """
     from streams.local import up as lp
 
@@ -48,46 +57,58 @@ def up(
     else:
         s = s.model_copy(update={"broker": broker_mod.in_recorded_mode(s.broker)})
     log_dir = s.broker.data_dir.parent / "up-logs"
-    stop = False
-
-    def _on_signal(*_: object) -> None:
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGINT, _on_signal)
-    signal.signal(signal.SIGTERM, _on_signal)
+    blobs = BlobStore.from_settings(s.blobs)
+    stopping = _StopRequest()
+    signal.signal(signal.SIGINT, stopping.set)
+    signal.signal(signal.SIGTERM, stopping.set)
     try:
         with lp.running_pipeline(s, log_dir) as children:
             names = ", ".join(f"{c.name} (pid {c.proc.pid})" for c in children)
-            out.print(f"started {names}; their logs are in {log_dir}")
-            poll = lp.results_from_now(s)
-            run_id = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
-            submitted = lp.submit_samples(s, run_id)
-            out.print(f"{len(submitted)} sample documents submitted; waiting for their results")
-
-            def show(result: Any) -> None:
-                sample = submitted[result.doc_id]
-                out.rule(f"{result.doc_id}: {sample.operation.value} -> {result.status}")
-                out.print_json(result.model_dump_json(exclude_none=True))
-
-            lp.wait_for_results(poll, set(submitted), children, timeout_s=timeout,
-                                stop=lambda: stop, on_result=show)  # fmt: skip
-            if stop:
+            out.print(f"started {names}")
+            out.print(f"their logs are in {log_dir}", soft_wrap=True)
+            # The reader is closed before the lag is read and the pipeline stops.
+            with lp.results_from_now(s) as poll:
+                run_id = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
+                submitted = lp.submit_samples(s, run_id)
+                out.print(f"{len(submitted)} sample documents submitted; waiting for their "
+                          "results")  # fmt: skip
+                lp.wait_for_results(
+                    poll, set(submitted), children, timeout_s=timeout, stop=stopping.requested,
+                    on_result=lambda r: print_result(out, resolved(r, blobs), as_json=as_json),
+                )  # fmt: skip
+            if stopping.requested():
                 out.print("interrupted: stopping")
-                return
-            print_lag(lp.settled_lag(s))
-            out.print("(a lag of 1 on a partition the GPU node writes is its last transaction's "
-                      "commit marker, which the agents' commits do not step over)")  # fmt: skip
-            if exit_when_done:
-                return
-            out.print("the pipeline keeps running (submit more with `pagestream submit`); "
-                      "Ctrl-C stops it")  # fmt: skip
-            while not stop:
-                for child in children:
-                    if child.proc.poll() is not None:
-                        raise lp.PipelineError(f"{child.name} exited: see {child.log_path}")
-                time.sleep(0.5)
-            out.print("stopping")
+            else:
+                print_lag(out, lp.settled_lag(s))
+                if not exit_when_done:
+                    _serve(children, stopping)
+                out.print("stopping")
     except (lp.PipelineError, broker_mod.BrokerError, CredentialsError) as exc:
         fail(str(exc))
     out.print("stopped cleanly")
+
+
+class _StopRequest:
+    """Set by SIGINT or SIGTERM. A plain flag: a signal handler runs between two
+    bytecodes of the main thread and must not take a lock that thread may hold."""
+
+    def __init__(self) -> None:
+        self._requested = False
+
+    def set(self, *_: object) -> None:
+        self._requested = True
+
+    def requested(self) -> bool:
+        return self._requested
+
+
+def _serve(children: list[Child], stopping: _StopRequest) -> None:
+    """Keep the pipeline running until Ctrl-C; a child that exits ends it."""
+    from streams.local.up import PipelineError
+
+    out.print("the pipeline keeps running (`pagestream submit` for more); Ctrl-C stops it")
+    while not stopping.requested():
+        for child in children:
+            if child.proc.poll() is not None:
+                raise PipelineError(f"{child.name} exited: see {child.log_path}")
+        time.sleep(0.5)

@@ -1,1 +1,49 @@
-"""streams.kafka"""
+"""Kafka records as every pagestream process reads and writes them, and the one fault path.
+
+    envelope      Origin (a consumed record), Outgoing (a record to produce), the
+                  standard headers, deterministic event ids, trace propagation and the
+                  dead-letter builder
+    faults        whose fault a failure is (WorldError, is_worlds_fault) and DeadLetters,
+                  which builds, logs and counts every dead letter
+    clients       confluent-kafka admin, producer and consumer from KafkaSettings
+    errors        client errors as one line an operator can act on
+    partitioning  the partition of a key (murmur2, as faust and the Java clients)
+
+The GPU node speaks confluent-kafka, the agents aiokafka (faust): `clients`, `errors`
+and `partitioning` load a client library, so they are imported where used, not here.
+"""
+
+from __future__ import annotations
+
+from streams.kafka.envelope import (
+    RECORD_OVERHEAD_BYTES,
+    Header,
+    Origin,
+    Outgoing,
+    dead_letter,
+    derived_event_id,
+    error_message,
+    first_record,
+    fit_dead_letter,
+    next_record,
+    tick,
+)
+from streams.kafka.faults import DeadLetters, OutputTooLargeError, WorldError, is_worlds_fault
+
+__all__ = [
+    "RECORD_OVERHEAD_BYTES",
+    "DeadLetters",
+    "Header",
+    "Origin",
+    "Outgoing",
+    "OutputTooLargeError",
+    "WorldError",
+    "dead_letter",
+    "derived_event_id",
+    "error_message",
+    "first_record",
+    "fit_dead_letter",
+    "is_worlds_fault",
+    "next_record",
+    "tick",
+]

@@ -4,8 +4,10 @@ Broker (started unless one is running), topics, one GPU node and one agent worke
 as child processes (`pagestream gpu-node`, `pagestream agents`: the same
 commands an operator runs in production), then sample documents through it.
 Children get their own session so a Ctrl-C in the terminal reaches only this
-process, which then stops them in order: agents and node first (they commit
-their last work), the broker last, and only if it was started here.
+process, which then stops them in order: its own Kafka clients first (a client
+still open when the broker goes logs librdkafka's "Connection refused" until
+exit), then agents and node (they commit their last work), the broker last, and
+only if it was started here.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from tenacity import (
     retry,
     retry_if_exception_type,
@@ -35,7 +37,8 @@ from streams.client.submit import Submitter
 from streams.kafka import clients as kafka
 from streams.local import broker
 from streams.operations import topics_apply
-from streams.operations.lag import GroupLag, all_lag, record_counter
+from streams.operations.lag import GroupLag, all_lag
+from streams.operations.records import record_counter
 from streams.security import acls, acls_apply, credentials
 from streams.settings import Settings, child_environment
 from streams.topics import RESULTS
@@ -161,23 +164,16 @@ def stop_children(children: list[Child], timeout_s: float = 40.0) -> None:
 
 @contextmanager
 def running_pipeline(settings: Settings, log_dir: Path) -> Iterator[list[Child]]:
-    """Broker, topics, GPU node and one agent worker; everything stopped on exit."""
+    """Broker, topics, GPU node and one agent worker; everything stopped on exit.
+
+    The caller closes its own Kafka clients inside the block: one still open while the
+    broker stops logs librdkafka's "Connection refused" until the process exits."""
     started_broker = broker.status(settings.broker) is None
     broker.start(settings.broker)
     children: list[Child] = []
     secure = settings.broker.secure
     try:
-        admin = kafka.admin(credentials.as_role(settings, acls.ADMIN).kafka)
-        topics_apply.apply(
-            admin,
-            settings.topology,
-            settings.topics.replication_factor,
-            settings.topics.min_insync_replicas,
-        )
-        if secure:
-            passwords = credentials.ensure(settings.broker)
-            passwords.pop(acls.ADMIN)
-            acls_apply.apply(admin, acls.for_settings(settings), passwords)
+        _provision(settings)
         for name, role in (("gpu-node", acls.GPU_NODE), ("agents", acls.AGENTS)):
             if not secure:
                 children.append(spawn(name, [name], log_dir))
@@ -196,6 +192,22 @@ def running_pipeline(settings: Settings, log_dir: Path) -> Iterator[list[Child]]
             broker.stop(settings.broker)
 
 
+def _provision(settings: Settings) -> None:
+    """Topics, and on a secure broker users and ACLs. Its admin client lives only as long
+    as this call: kept in running_pipeline's frame, it would outlive the broker."""
+    admin = kafka.admin(credentials.as_role(settings, acls.ADMIN).kafka)
+    topics_apply.apply(
+        admin,
+        settings.topology,
+        settings.topics.replication_factor,
+        settings.topics.min_insync_replicas,
+    )
+    if settings.broker.secure:
+        passwords = credentials.ensure(settings.broker)
+        passwords.pop(acls.ADMIN)
+        acls_apply.apply(admin, acls.for_settings(settings), passwords)
+
+
 def submit_samples(settings: Settings, run_id: str) -> dict[str, Sample]:
     """Submit the samples under doc ids unique to this run; returns them by doc_id."""
     sub = Submitter(credentials.as_role(settings, acls.PRODUCER))
@@ -210,12 +222,21 @@ def submit_samples(settings: Settings, run_id: str) -> dict[str, Sample]:
     return by_id
 
 
-def results_from_now(settings: Settings) -> Callable[[float], list[DocumentResult]]:
+@contextmanager
+def results_from_now(settings: Settings) -> Iterator[Callable[[float], list[DocumentResult]]]:
     """A reader of docs.results positioned at the current end, before anything is submitted
-    (docs.results is compacted and may hold every result ever made)."""
+    (docs.results is compacted and may hold every result ever made); its consumer is
+    closed when the block ends."""
     topic = settings.topology.name(RESULTS)
     reader = credentials.as_role(settings, acls.READER).kafka
     consumer = kafka.consumer(reader, f"pagestream-up-{uuid.uuid4().hex[:8]}")
+    try:
+        yield _results_poll(consumer, topic)
+    finally:
+        consumer.close()
+
+
+def _results_poll(consumer: Consumer, topic: str) -> Callable[[float], list[DocumentResult]]:
     parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
     # A broker that just started or just created the topic answers "not leader"
     # for a moment.

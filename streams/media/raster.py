@@ -1,14 +1,13 @@
-"""Media handling for the ingest agent: sniff uploads and split them into page images.
+"""Rasterizing for the ingest agent: an upload becomes upright page images, a PNG a page.
 
 Everything here is a pure function of the uploaded bytes and the limits, so
 tests need no broker and the agent can move the CPU work off its event loop: into
 a worker process, or one thread at a time (PyMuPDF does not support concurrent
-use from several threads). Uploads are
-hostile input: the type comes from the bytes (never the file name or the
-client's claim), limits are checked from headers before anything is decoded,
-and every failure is a ``MediaError`` whose one-line message names sizes,
-counts and types only, never document content, because it ends up in logs and
-in DLQ headers.
+use from several threads). Uploads are hostile input: the type comes from the
+bytes (streams/media/sniff.py), limits are checked from headers before anything
+is decoded, and every failure is a ``MediaError`` (streams/media/errors.py) whose
+one-line message names sizes, counts and types only, never document content,
+because it ends up in logs and in DLQ headers.
 
 Decisions:
 - A document with more pages (PDF) or frames (TIFF/GIF) than ``max_pages`` is
@@ -21,137 +20,41 @@ Decisions:
   text chunks and transparency are dropped. Transparent areas become white,
   like the paper the page stands for. EXIF orientation is applied first, so
   pages are upright as photographed.
-- PDFs that need a password to open are rejected; PDFs with only an owner
-  password (permission flags) open without one in every viewer, so they are
-  rendered.
 - Besides the per-page limit, a document has a budget (``Budget``): its pages'
   pixels together, checked before anything is rendered wherever the file states
   the sizes (PDF page boxes, image and frame headers), and the bytes of the page
   images, checked as each page is encoded. Pages are yielded one at a time
   (``iter_pages``), so a caller can store each and never hold them all.
-- MuPDF reports an allocation it could not make as an ordinary error; it is
-  raised as MemoryError here, like Pillow's, so a memory limit is named as such
-  and not mistaken for a corrupt file.
+- PDFs are opened, and every page box checked, by streams/media/pdf.py before
+  the first page is rendered.
 """
 
 from __future__ import annotations
 
-import codecs
 import io
-import math
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NotRequired, TypedDict, Unpack, cast
 
 import pymupdf
-from PIL import (
-    BmpImagePlugin,
-    GifImagePlugin,
-    Image,
-    ImageFile,
-    ImageOps,
-    JpegImagePlugin,
-    PngImagePlugin,
-    TiffImagePlugin,
-    WebPImagePlugin,
+from PIL import Image, ImageFile, ImageOps
+
+from streams.media.errors import (
+    CorruptImageError,
+    CorruptPdfError,
+    DocumentTooLargeError,
+    ImageTooLargeError,
+    MediaError,
+    TooManyPagesError,
+    UnsafePillowConfigError,
+    UnsupportedMediaError,
 )
+from streams.media.pdf import open_pdf, pixels_at, raise_if_out_of_memory
+from streams.media.sniff import PDF, pil_format, sniff
 
-PDF = "application/pdf"
-
-# Pillow format name -> media type. MPO is what Pillow calls a JPEG carrying
-# extra pictures (phones and stereo cameras write them).
-_PIL_MEDIA_TYPES: dict[str, str] = {
-    JpegImagePlugin.JpegImageFile.format: "image/jpeg",
-    PngImagePlugin.PngImageFile.format: "image/png",
-    TiffImagePlugin.TiffImageFile.format: "image/tiff",
-    WebPImagePlugin.WebPImageFile.format: "image/webp",
-    GifImagePlugin.GifImageFile.format: "image/gif",
-    BmpImagePlugin.BmpImageFile.format: "image/bmp",
-}
-SUPPORTED_MEDIA_TYPES: frozenset[str] = frozenset({PDF, *_PIL_MEDIA_TYPES.values()})
 _MULTI_PAGE = frozenset({"image/tiff", "image/gif"})
-
-# Acrobat accepts the header anywhere in the first 1024 bytes; so do we.
-_PDF_MAGIC = b"%PDF-"
-_PDF_MAGIC_WINDOW = 1024
-# Pillow identifies formats from the first 16 bytes (see PIL.Image.open).
-_PIL_PREFIX = 16
-_TEXT_WINDOW = 1024
-_SIGNATURE_BYTES = 8
-
-# Formats we refuse but can name, so a DLQ reader sees "application/zip"
-# rather than a hex dump. Order matters: longer or more specific first.
-_KNOWN_SIGNATURES: tuple[tuple[bytes, int, str], ...] = (
-    (b"PK\x03\x04", 0, "application/zip"),
-    (b"PK\x05\x06", 0, "application/zip"),
-    (b"\x1f\x8b", 0, "application/gzip"),
-    (b"7z\xbc\xaf\x27\x1c", 0, "application/x-7z-compressed"),
-    (b"Rar!\x1a\x07", 0, "application/vnd.rar"),
-    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", 0, "application/x-ole-storage"),
-    (b"{\\rtf", 0, "application/rtf"),
-    (b"%!PS", 0, "application/postscript"),
-    (b"ftypheic", 4, "image/heic"),
-    (b"ftypheix", 4, "image/heic"),
-    (b"ftypmif1", 4, "image/heif"),
-    (b"ftypavif", 4, "image/avif"),
-    (b"\x00\x00\x00\x0cjP  ", 0, "image/jp2"),
-    (b"\xff\x4f\xff\x51", 0, "image/j2k"),
-    (b"\x00\x00\x01\x00", 0, "image/x-icon"),
-    (b"8BPS", 0, "image/vnd.adobe.photoshop"),
-    (b"\x7fELF", 0, "application/x-elf"),
-    (b"MZ", 0, "application/x-msdownload"),
-)
 _WHITE = (255, 255, 255)
-_MUPDF_EPSILON = 0.001
-
-
-class MediaError(ValueError):
-    """An upload that cannot become page images; the message is safe to log."""
-
-
-class EmptyInputError(MediaError):
-    pass
-
-
-class UnsupportedMediaError(MediaError):
-    pass
-
-
-class TooManyPagesError(MediaError):
-    pass
-
-
-class ImageTooLargeError(MediaError):
-    pass
-
-
-class CorruptImageError(MediaError):
-    pass
-
-
-class CorruptPdfError(MediaError):
-    pass
-
-
-class EncryptedPdfError(MediaError):
-    pass
-
-
-class EmptyPdfError(MediaError):
-    pass
-
-
-class DocumentTooLargeError(MediaError):
-    """The pages together are over the document's budget (pixels or bytes)."""
-
-
-class UnsafePillowConfigError(RuntimeError):
-    """Process-wide Pillow settings make decoding untrusted images unsafe.
-
-    Not a MediaError: the upload is fine, the process is misconfigured, and
-    dead-lettering every image would hide that.
-    """
 
 
 @dataclass(frozen=True)
@@ -181,33 +84,19 @@ class Budget:
 UNLIMITED = Budget(max_pixels=2**63, max_bytes=2**63)
 
 
-def sniff(data: bytes) -> str:
-    """The media type of `data`, from its bytes alone; only supported types are returned."""
-    if not data:
-        raise EmptyInputError("input is empty (0 bytes)")
-    if _PDF_MAGIC in data[:_PDF_MAGIC_WINDOW]:
-        return PDF
-    fmt = _pil_format(data)
-    if fmt is not None:
-        return _PIL_MEDIA_TYPES[fmt]
-    raise UnsupportedMediaError(
-        f"unsupported media: {_describe_unsupported(data)} ({len(data)} bytes); "
-        f"supported: {', '.join(sorted(SUPPORTED_MEDIA_TYPES))}"
-    )
+class PageOptions(TypedDict):
+    """The keyword arguments of ``iter_pages``, so that ``split_pages`` takes the same."""
+
+    dpi: int
+    max_pages: int
+    max_pixels: int
+    render: NotRequired[Collection[int] | None]
+    budget: NotRequired[Budget]
 
 
-def split_pages(
-    data: bytes,
-    *,
-    dpi: int,
-    max_pages: int,
-    max_pixels: int,
-    render: Collection[int] | None = None,
-    budget: Budget = UNLIMITED,
-) -> list[PageImage]:
+def split_pages(data: bytes, **options: Unpack[PageOptions]) -> list[PageImage]:
     """Every page of ``iter_pages``, as a list."""
-    return list(iter_pages(data, dpi=dpi, max_pages=max_pages, max_pixels=max_pixels,
-                           render=render, budget=budget))  # fmt: skip
+    return list(iter_pages(data, **options))
 
 
 def iter_pages(
@@ -270,124 +159,7 @@ def _iter_pdf(
             yield _render_pdf_page(doc, i, count, dpi=dpi, max_pixels=max_pixels)
 
 
-# --- identification ---------------------------------------------------------------
-
-
-def _pil_format(data: bytes) -> str | None:
-    prefix = data[:_PIL_PREFIX]
-    for fmt in _PIL_MEDIA_TYPES:
-        accept = Image.OPEN[fmt][1]
-        # A string result is Pillow saying "looks like it, but unsupported here".
-        if accept is not None and accept(prefix) is True:
-            return fmt
-    return None
-
-
-def _describe_unsupported(data: bytes) -> str:
-    for magic, offset, media_type in _KNOWN_SIGNATURES:
-        if data.startswith(magic, offset):
-            return f"{media_type} signature"
-    text = _as_text(data[:_TEXT_WINDOW])
-    if text is not None:
-        head = text.lstrip("\ufeff \t\r\n").lower()
-        if head.startswith("<svg") or (head.startswith("<?xml") and "<svg" in head):
-            return "image/svg+xml-looking text"
-        if head.startswith(("<!doctype html", "<html")):
-            return "text/html-looking bytes"
-        return "text/plain-looking bytes"
-    signature = data[:_SIGNATURE_BYTES]
-    return f"unrecognised {len(signature)}-byte signature 0x{signature.hex()}"
-
-
-def _as_text(window: bytes) -> str | None:
-    # Incremental decoding: the window may end inside a multi-byte character.
-    try:
-        text = codecs.getincrementaldecoder("utf-8")().decode(window, final=False)
-    except UnicodeDecodeError:
-        return None
-    if all(ch.isprintable() or ch in "\t\n\r\f\v" for ch in text):
-        return text
-    return None
-
-
 # --- PDF ----------------------------------------------------------------------------
-
-
-@contextmanager
-def open_pdf(data: bytes, *, dpi: int, max_pages: int, max_pixels: int) -> Iterator[Any]:
-    """The PDF in `data` as an open PyMuPDF document (closed on exit), once every page
-    was checked against the limits: a bad last page costs no rendering."""
-    try:
-        # PyMuPDF is only partly annotated; Any keeps strict mypy to this one line.
-        doc: Any = pymupdf.open(stream=data, filetype="pdf")  # type: ignore[no-untyped-call]
-    except MemoryError:
-        raise
-    except Exception as exc:
-        raise_if_out_of_memory(exc)
-        raise CorruptPdfError(
-            f"corrupt PDF: cannot be parsed ({type(exc).__name__}, {len(data)} bytes)"
-        ) from None
-    try:
-        if doc.needs_pass:
-            raise EncryptedPdfError("encrypted PDF: a password is needed to open it")
-        count = _pdf_page_count(doc)
-        if count == 0:
-            # MuPDF rebuilds a damaged file from whatever objects it finds; none
-            # of them being a page means corrupt, not a genuinely empty document.
-            if doc.is_repaired:
-                raise CorruptPdfError("corrupt PDF: damaged beyond repair, no pages recovered")
-            raise EmptyPdfError("PDF has no pages")
-        if count > max_pages:
-            raise TooManyPagesError(f"PDF has {count} pages, more than max_pages {max_pages}")
-        for i in range(count):
-            _check_pdf_page(doc, i, count, dpi=dpi, max_pixels=max_pixels)
-        yield doc
-    finally:
-        doc.close()
-
-
-def _pdf_page_count(doc: Any) -> int:
-    try:
-        return int(doc.page_count)
-    except MemoryError:
-        raise
-    except Exception as exc:
-        raise_if_out_of_memory(exc)
-        raise CorruptPdfError(f"corrupt PDF: page tree unreadable ({type(exc).__name__})") from None
-
-
-def _check_pdf_page(doc: Any, index: int, count: int, *, dpi: int, max_pixels: int) -> None:
-    try:
-        rect = doc[index].rect
-        width_pt, height_pt = float(rect.width), float(rect.height)
-    except MemoryError:
-        raise
-    except Exception as exc:
-        raise_if_out_of_memory(exc)
-        raise CorruptPdfError(
-            f"corrupt PDF: page {index + 1} of {count} unreadable ({type(exc).__name__})"
-        ) from None
-    width, height = pixels_at(width_pt, dpi), pixels_at(height_pt, dpi)
-    if width < 1 or height < 1:
-        raise CorruptPdfError(f"corrupt PDF: page {index + 1} of {count} has an empty page box")
-    if width * height > max_pixels:
-        raise ImageTooLargeError(
-            f"PDF page {index + 1} of {count} would render at {width}x{height} = "
-            f"{width * height} pixels at {dpi} dpi, above max_pixels {max_pixels}"
-        )
-
-
-def raise_if_out_of_memory(exc: BaseException) -> None:
-    """MuPDF's failed allocation ("malloc (N bytes) failed", realloc, calloc): a MemoryError."""
-    text = str(exc)
-    if ("alloc" in text and "failed" in text) or "out of memory" in text.lower():
-        raise MemoryError(f"MuPDF could not allocate memory ({type(exc).__name__})") from None
-
-
-def pixels_at(points: float, dpi: int) -> int:
-    # MuPDF's own rounding (fz_round_rect): outwards, but forgiving float noise
-    # such as a 153.60000610-point box at 150 dpi, which renders 320 pixels wide.
-    return math.ceil(points * dpi / 72 - _MUPDF_EPSILON)
 
 
 def _render_pdf_page(doc: Any, index: int, count: int, *, dpi: int, max_pixels: int) -> PageImage:
@@ -422,7 +194,7 @@ def _iter_image(
             "PIL.ImageFile.LOAD_TRUNCATED_IMAGES is True in this process; "
             "refusing to decode untrusted images"
         )
-    fmt = _pil_format(data)
+    fmt = pil_format(data)
     if fmt is None:  # sniff() said this is an image; keep mypy and reality in step
         raise UnsupportedMediaError(f"unsupported media: {media_type} not identified")
     with _decoding(media_type, "header"):

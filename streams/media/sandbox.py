@@ -47,8 +47,10 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from schemas import TextLayer
-from streams.media import raster as media
-from streams.media.raster import Budget, MediaError, PageImage
+from streams.kafka.faults import WorldError
+from streams.media.errors import MediaError
+from streams.media.raster import Budget, PageImage, iter_pages
+from streams.media.sniff import PDF, sniff
 from streams.media.text_layer import TextPage, pages_to_render, read_text_layer
 
 log = logging.getLogger(__name__)
@@ -70,7 +72,7 @@ class RenderCrashedError(MediaError):
     pass
 
 
-class RendererUnavailableError(RuntimeError):
+class RendererUnavailableError(WorldError, RuntimeError):
     """No render process could be started: the machine's fault, not the document's (the
     record is retried, like a blob store outage)."""
 
@@ -101,14 +103,13 @@ def paginate(job: RenderJob) -> Iterator[TextLayerRead | PageImage]:
     """What the child runs (and what tests can run in-process): the text layer, then
     each page that needs pixels, rendered or decoded."""
     text: list[TextPage] = []
-    if job.text_layer is not None and media.sniff(job.data) == media.PDF:
+    if job.text_layer is not None and sniff(job.data) == PDF:
         text = read_text_layer(job.data, dpi=job.dpi, max_pages=job.max_pages,
                                max_pixels=job.max_pixels)  # fmt: skip
     yield TextLayerRead(text)
     render = pages_to_render(text, job.text_layer) if job.text_layer is not None else None
-    yield from media.iter_pages(job.data, dpi=job.dpi, max_pages=job.max_pages,
-                                max_pixels=job.max_pixels, render=render,
-                                budget=job.budget)  # fmt: skip
+    yield from iter_pages(job.data, dpi=job.dpi, max_pages=job.max_pages,
+                          max_pixels=job.max_pixels, render=render, budget=job.budget)  # fmt: skip
 
 
 class Renderer:

@@ -28,7 +28,7 @@ from pymupdf4llm.helpers import pymupdf_rag
 
 from schemas import TextLayer
 from schemas.pages import OcrBox, OcrResult
-from streams.media.raster import open_pdf, pixels_at, raise_if_out_of_memory
+from streams.media.pdf import open_pdf, pixels_at, raise_if_out_of_memory
 
 # Importing PyMuPDF 2 switches on its ONNX layout model for the whole process, and
 # table detection then runs it on every page: 95 % of the time of a page here. The

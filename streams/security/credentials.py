@@ -3,7 +3,7 @@
 ``<data_dir>/credentials/<role>.env`` (folder 0700, files 0600) holds the settings a
 process of that role needs, as ``PAGESTREAM_KAFKA__*`` lines: SASL_SSL, SCRAM-SHA-512,
 its user name and password, the CA to trust. ``PAGESTREAM_ENV_FILE=<file>`` makes a
-pagestream command read one (streams/settings.py); `pagestream up --secure` hands each
+pagestream command read one (streams/settings/root.py); `pagestream up --secure` hands each
 child its role's
 values through the environment (never argv). Passwords never leave these files and the
 environments made from them: they are SecretStr everywhere else.

@@ -20,9 +20,9 @@ from PIL import Image
 
 from gpu_node.extraction.base import Extractor
 from gpu_node.extraction.engines import Engines
-from gpu_node.loop import GpuNode
-from gpu_node.main import build_node
-from gpu_node.registry import ModelRegistry
+from gpu_node.models.registry import ModelRegistry
+from gpu_node.node.loop import GpuNode
+from gpu_node.node.main import build_node
 from schemas import Operation, Options, PageState
 from schemas.pages import BlobRef
 from streams.blobs import BlobStore

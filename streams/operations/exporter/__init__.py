@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from streams.kafka import clients as kafka
 from streams.operations.exporter.metrics import SnapshotCollector
 from streams.operations.exporter.sampler import Sampler
-from streams.operations.lag import record_counter
+from streams.operations.records import record_counter
 from streams.settings import ExporterSettings, KafkaSettings
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,8 @@ from streams.operations.exporter.status import (
     group_status,
     partition_status,
 )
-from streams.operations.lag import TP, GroupLag, RecordCounter, group_lag, list_groups, list_offsets
+from streams.operations.lag import GroupLag, group_lag, list_groups, list_offsets
+from streams.operations.records import TP, RecordCounter
 
 _METADATA_TIMEOUT_S = 30.0
 

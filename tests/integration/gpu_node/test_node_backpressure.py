@@ -11,7 +11,7 @@ import pytest
 
 from gpu_node.extraction.base import ExtractionInput
 from gpu_node.extraction.rules import RulesExtractor
-from gpu_node.registry import ModelRegistry
+from gpu_node.models.registry import ModelRegistry
 from schemas import Backend, DocumentType, ExtractionResult, Options, PageState, Stage, decode
 from schemas.pages import OcrResult
 from streams.topics import Topology

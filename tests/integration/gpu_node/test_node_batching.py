@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from gpu_node.loop import GpuNode
+from gpu_node.node.loop import GpuNode
 from schemas import DocumentType, Operation, Stage, headers
 from streams.settings import Settings
 from streams.topics import Topology

@@ -7,7 +7,7 @@ import uuid
 import httpx
 import pytest
 
-from gpu_node.loop import GpuNode
+from gpu_node.node.loop import GpuNode
 from schemas import (
     DocumentType,
     Operation,

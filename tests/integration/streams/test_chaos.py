@@ -13,7 +13,7 @@ from bench.chaos import ChaosPlan, run_chaos
 from streams.settings import BrokerSettings, Settings
 from tests.conftest import _TestEnv
 
-pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.serial]  # kills and restarts
 
 
 def test_every_document_ends_once_through_kills_and_a_broker_restart(

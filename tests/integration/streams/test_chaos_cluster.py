@@ -21,7 +21,7 @@ from streams.operations import topics_apply
 from streams.settings import BlobSettings, BrokerSettings, KafkaSettings, Settings
 from streams.topics import RESULTS
 
-pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.serial]  # kills and restarts
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ from tests.support import agents as support
 from tests.support.bad_inputs import bad_inputs, blank_pdf, busy_page_pdf, good_inputs
 from tests.support.pages import read_committed
 
-pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.serial]  # peak RSS, loop lag
 
 HEARTBEAT_S = 3.0  # AgentSettings.heartbeat_interval_s
 RENDER_TIMEOUT_S = 3
@@ -113,7 +113,7 @@ def test_hostile_documents_fail_by_their_limits_while_the_worker_keeps_its_parti
         hostile = {
             # name: (bytes, what the dead letter names: one of these)
             # MuPDF's memory grows as it draws this page: whichever limit comes first
-            # ends it (tests/unit/streams/test_sandbox.py has each limit alone).
+            # ends it (tests/unit/streams/media/test_sandbox.py has each limit alone).
             "slow": (busy_page_pdf(10), ("render_timeout_s", "render_memory_bytes")),
             # 81 Mpx: about 1.2 GiB to render and encode, over the render process's 1 GiB.
             "big_page": (blank_pdf(1, size_pt=(9000, 9000)), ("render_memory_bytes",)),

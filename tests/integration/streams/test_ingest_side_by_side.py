@@ -24,7 +24,7 @@ from tests.support.bad_inputs import busy_page_pdf, good_inputs
 from tests.support.pages import read_committed
 from tests.support.procs import children, cpu_seconds
 
-pytestmark = pytest.mark.kafka
+pytestmark = [pytest.mark.kafka, pytest.mark.serial]  # render CPU measured, deadlines raced
 
 # Long enough that the ordinary documents, on a loaded machine, finish well within it;
 # the slow PDF (a million half-page fills: about 40 s at 150 dpi here, more at the

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from streams.cli import app
 from streams.kafka import clients as kafka
 from streams.local import broker
-from streams.operations import lag
+from streams.operations import lag, records
 from streams.settings import BrokerSettings, Settings
 
 pytestmark = pytest.mark.kafka
@@ -114,6 +114,16 @@ def test_lag_cli_json_totals(
     (g,) = json.loads(result.output)
     assert g["total_lag"] == 5
     assert g["partitions"][0]["log_end"] == 9
+    # For people: a line per topic, or (--partitions) per partition.
+    shown = CliRunner().invoke(app, ["lag", "--group", group])
+    assert shown.exit_code == 0, shown.output
+    assert f"group {group} (EMPTY), total lag 5 records" in shown.output
+    rows = [ln.split() for ln in shown.output.splitlines() if ln.startswith(f"  {topic} ")]
+    assert rows == [[topic, "1", "5", "no", "consumer"]], shown.output
+    shown = CliRunner().invoke(app, ["lag", "--group", group, "--partitions"])
+    assert shown.exit_code == 0, shown.output
+    lines = shown.output.splitlines()
+    assert lines[lines.index(f"  {topic}") + 1].split() == ["0", "4", "9", "5", "5", "-"]
 
 
 def _transactional(
@@ -145,7 +155,7 @@ def test_lag_in_records_leaves_out_transaction_markers_and_aborted_records(
     cons = kafka.consumer(settings.kafka, group)
     cons.commit(offsets=[TopicPartition(topic, 0, 3)], asynchronous=False)
     cons.close()
-    counter = lag.record_counter(settings.kafka)
+    counter = records.record_counter(settings.kafka)
     admin = kafka.admin(settings.kafka)
     try:
         (row,) = lag.group_lag(admin, group, counter).partitions
@@ -167,7 +177,7 @@ def test_lag_in_records_leaves_out_transaction_markers_and_aborted_records(
 
         # A span longer than the scan limit counts offset for offset past its first
         # offset (never hides lag), and still knows its first record's timestamp.
-        short = lag.RecordCounter(counter._consumer, scan_limit=2)
+        short = records.RecordCounter(counter._consumer, scan_limit=2)
         (row,) = lag.group_lag(admin, group, short).partitions
         assert row.records == 9 - 4  # offset 3 (the marker) read: no record; 4-8 counted
         assert row.oldest_ms is not None
@@ -209,7 +219,7 @@ def test_records_lag_covers_partitions_the_group_never_committed_on(
     cons.close()
     admin = kafka.admin(settings.kafka)
     assert [(p.partition, p.lag) for p in lag.group_lag(admin, group).partitions] == [(0, 0)]
-    counter = lag.record_counter(settings.kafka)
+    counter = records.record_counter(settings.kafka)
     try:
         g = lag.group_lag(admin, group, counter)
     finally:

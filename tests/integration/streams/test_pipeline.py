@@ -93,7 +93,7 @@ def test_all_four_operations_end_to_end(
     assert all(p.ocr is not None and p.ocr.text for p in ocr.pages)
 
     # The webhook got the same DocumentResult, signed, with its idempotency key.
-    from streams.webhooks.post import (
+    from streams.webhooks.signing import (
         IDEMPOTENCY_HEADER,
         SIGNATURE_HEADER,
         TIMESTAMP_HEADER,

@@ -158,7 +158,8 @@ def test_only_the_gpu_node_owns_its_transactional_ids(secure: Settings) -> None:
 
 
 def test_the_monitor_reads_lag_but_not_records(secure: Settings) -> None:
-    from streams.operations.lag import all_lag, record_counter
+    from streams.operations.lag import all_lag
+    from streams.operations.records import record_counter
 
     topo = secure.topology
     gpu = _as(secure, acls.GPU_NODE)

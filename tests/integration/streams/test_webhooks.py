@@ -34,7 +34,7 @@ from streams.kafka.partitioning import partition_for
 from streams.operations import dlq
 from streams.settings import Settings
 from streams.topics import PAGES_DONE, RESULTS, WEBHOOKS, Topology
-from streams.webhooks.post import IDEMPOTENCY_HEADER
+from streams.webhooks.signing import IDEMPOTENCY_HEADER
 from tests.support import agents as support
 from tests.support.pages import produce_pages, read_committed
 

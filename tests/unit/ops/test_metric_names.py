@@ -9,7 +9,7 @@ import re
 import yaml
 from prometheus_client import CollectorRegistry
 
-from gpu_node.metrics import NodeMetrics
+from gpu_node.node.metrics import NodeMetrics
 from streams.agents.metrics import AgentMetrics
 from streams.operations.exporter.metrics import SnapshotCollector
 from streams.operations.exporter.sampler import Snapshot

@@ -45,7 +45,12 @@ def test_ground_truth_is_valid() -> None:
 
 
 def test_write_dataset_layout(tmp_path: Path) -> None:
-    summary = write_dataset(tmp_path, n=16, seed=2, width=240, n_pdfs=1, pdf_pages=3)
+    steps: list[tuple[int, int]] = []
+    summary = write_dataset(
+        tmp_path, n=16, seed=2, width=240, n_pdfs=1, pdf_pages=3,
+        on_progress=lambda done, total: steps.append((done, total)),
+    )  # fmt: skip
+    assert steps == [(i, 17) for i in range(1, 18)]  # each image, then the PDF
     lines = [json.loads(x) for x in summary.manifest.read_text().splitlines()]
     assert summary.n_images == 16 and len(lines) == 16 + 3
     for line in lines:

@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from pydantic import HttpUrl
 
 from schemas import (
@@ -21,11 +22,12 @@ from schemas import (
     encode,
     headers,
 )
+from schemas.errors import RecordError
 from schemas.pages import BlobRef
 from streams.agents.deliver import Deliver, Delivery
 from streams.kafka.envelope import Origin, Outgoing, tick
 from streams.kafka.partitioning import partition_for
-from streams.topics import DLQ, PAGES_DONE, RESULTS, WEBHOOKS, Topology
+from streams.topics import PAGES_DONE, RESULTS, WEBHOOKS, Topology
 
 TOPO = Topology("t.")
 TTL_S = 60.0
@@ -68,7 +70,7 @@ DEADLINE_S = 600.0
 
 
 def _deliver(clock: Clock) -> Deliver:
-    return Deliver(TOPO, group="g", min_confidence=0.6, delivered_ttl_s=TTL_S,
+    return Deliver(TOPO, min_confidence=0.6, delivered_ttl_s=TTL_S,
                    deadline_s=DEADLINE_S, clock=clock)  # fmt: skip
 
 
@@ -126,11 +128,11 @@ def test_a_completion_not_marked_delivered_is_done_again_on_redelivery() -> None
     assert again.completed == ["d"]
 
 
-def test_an_unreadable_page_is_dead_lettered() -> None:
+def test_an_unreadable_page_is_the_record_s_fault_and_changes_nothing() -> None:
+    # deliver raises; RecordHandling, the agents' one fault path, dead-letters the record.
     deliver, table = _deliver(Clock()), dict[str, Any]()
-    outcome = deliver.handle(_origin(b"{not json"), table)
-    (emit,) = outcome.emits
-    assert (emit.topic, emit.value, outcome.completed) == (TOPO.name(DLQ), b"{not json", [])
+    with pytest.raises(RecordError):
+        deliver.handle(_origin(b"{not json"), table)
     assert table == {}
 
 
@@ -295,7 +297,7 @@ def test_a_result_too_large_for_a_record_moves_its_pages_to_the_blob_store(tmp_p
     from streams.blobs import BlobStore
 
     store = BlobStore(str(tmp_path / "blobs"))
-    deliver = Deliver(TOPO, group="g", min_confidence=0.6, delivered_ttl_s=TTL_S,
+    deliver = Deliver(TOPO, min_confidence=0.6, delivered_ttl_s=TTL_S,
                       blobs=store, max_record_bytes=20_000)  # fmt: skip
     table = dict[str, Any]()
     text = "lorem ipsum " * 400  # ~5 KB of text per page, 8 pages
@@ -355,7 +357,7 @@ def test_markdown_too_large_for_a_record_moves_to_the_blob_store_too(tmp_path) -
     from streams.blobs import BlobStore
 
     store = BlobStore(str(tmp_path / "blobs"))
-    deliver = Deliver(TOPO, group="g", min_confidence=0.6, delivered_ttl_s=TTL_S,
+    deliver = Deliver(TOPO, min_confidence=0.6, delivered_ttl_s=TTL_S,
                       blobs=store, max_record_bytes=20_000)  # fmt: skip
     table = dict[str, Any]()
     body = "# Heading\n\n" + "lorem ipsum dolor " * 300  # ~5 KB per page, twice in the result

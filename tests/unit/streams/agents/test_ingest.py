@@ -24,12 +24,14 @@ from schemas import headers as h
 from streams.agents.ingest import Ingest
 from streams.blobs import BlobStore
 from streams.kafka.envelope import Origin
+from streams.kafka.faults import DeadLetters
 from streams.media.raster import Budget
 from streams.media.sandbox import Renderer
 from streams.topics import DLQ, GPU_CLASSIFY, GPU_ORIENT, RAW, RESULTS, WEBHOOKS, Topology
 from synth.pdf import images_to_pdf
 
 TOPO = Topology("t.")
+DEAD_LETTERS = DeadLetters(TOPO.name(DLQ), group="g", max_record_bytes=1_000_000)
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 
 
@@ -63,8 +65,8 @@ def renderer() -> Iterator[Renderer]:
 @pytest.fixture
 def ingest(tmp_path: Path, renderer: Renderer) -> Ingest:
     budget = Budget(max_pixels=10**9, max_bytes=10**9)
-    return Ingest(TOPO, BlobStore(str(tmp_path / "blobs")), group="g", renderer=renderer,
-                  max_pixels=10_000_000, budget=budget)  # fmt: skip
+    return Ingest(TOPO, BlobStore(str(tmp_path / "blobs")), dead_letters=DEAD_LETTERS,
+                  renderer=renderer, max_pixels=10_000_000, budget=budget)  # fmt: skip
 
 
 def test_an_image_becomes_one_page_on_the_first_stage(ingest: Ingest) -> None:
@@ -199,8 +201,8 @@ def test_a_document_over_its_budget_is_dead_lettered_naming_it(
     tmp_path: Path, renderer: Renderer
 ) -> None:
     budget = Budget(max_pixels=5_000, max_bytes=10**9)
-    small = Ingest(TOPO, BlobStore(str(tmp_path / "blobs")), group="g", renderer=renderer,
-                   max_pixels=10_000_000, budget=budget)  # fmt: skip
+    small = Ingest(TOPO, BlobStore(str(tmp_path / "blobs")), dead_letters=DEAD_LETTERS,
+                   renderer=renderer, max_pixels=10_000_000, budget=budget)  # fmt: skip
     pdf = images_to_pdf([Image.new("RGB", (64, 48), "white")] * 2, dpi=72)
     dead, failed = small.handle(_origin(_submitted(pdf, doc_id="d9", options={"dpi": 72})))
     assert dead.topic == TOPO.name(DLQ)

@@ -17,9 +17,10 @@ from streams.agents.handling import RecordHandling
 from streams.agents.metrics import AgentMetrics
 from streams.agents.notify import WebhookNotifier
 from streams.kafka.envelope import Origin, Outgoing
+from streams.kafka.faults import DeadLetters
 from streams.settings import AgentSettings
 from streams.topics import DLQ, WEBHOOKS, Topology
-from streams.webhooks.post import WebhookError
+from streams.webhooks.errors import WebhookError
 
 TOPO = Topology("t.")
 
@@ -30,6 +31,7 @@ class _Stream:
     def __init__(self, records: list[tuple[int, int]]) -> None:
         self._records = records
         self.acked: list[tuple[int, int]] = []
+        self.any_acked = asyncio.Event()
 
     def noack(self) -> _Stream:
         return self
@@ -44,6 +46,7 @@ class _Stream:
 
     async def ack(self, event: Any) -> bool:
         self.acked.append((event.message.partition, event.message.offset))
+        self.any_acked.set()
         return True
 
 
@@ -84,10 +87,11 @@ def _notifier(sent: list[Outgoing], concurrency: int) -> WebhookNotifier:
     async def send(outputs: list[Outgoing]) -> None:
         sent.extend(outputs)
 
-    handling = RecordHandling(send, submit=submit, dlq_topic=TOPO.name(DLQ), group="g",
-                              max_record_bytes=1_000_000)  # fmt: skip
-    settings = AgentSettings(webhook_secret=SecretStr("s"), webhook_concurrency=concurrency)
     metrics = AgentMetrics(CollectorRegistry(), TOPO.name(DLQ))
+    dead_letters = DeadLetters(TOPO.name(DLQ), group="g", max_record_bytes=1_000_000,
+                               counter=metrics.dead_letters)  # fmt: skip
+    handling = RecordHandling(send, submit=submit, dead_letters=dead_letters)
+    settings = AgentSettings(webhook_secret=SecretStr("s"), webhook_concurrency=concurrency)
     return WebhookNotifier(settings, metrics, handling)
 
 
@@ -136,10 +140,7 @@ def test_an_unreadable_webhook_record_is_dead_lettered_and_counted() -> None:
         notifier = _notifier(sent, concurrency=8)
         stream = _Stream([(3, 5)])
         loop = asyncio.create_task(_drain(notifier.run(stream)))  # type: ignore[arg-type]
-        for _ in range(100):
-            await asyncio.sleep(0.01)
-            if stream.acked:
-                break
+        await asyncio.wait_for(stream.any_acked.wait(), timeout=10)
         assert stream.acked == [(3, 5)]
         (dead,) = sent
         assert dead.header(headers.ERROR_STAGE) == "webhook"

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
+
+import pytest
 
 from schemas import ClassificationResult, DocumentType, Operation, Options, PageState, Stage, encode
 from schemas import headers as h
+from schemas.errors import RecordError
 from schemas.pages import BlobRef, OrientationResult
+from streams.agents.handling import RecordHandling
 from streams.agents.route import Router
-from streams.kafka.envelope import Origin, derived_event_id
+from streams.kafka.envelope import Origin, Outgoing, derived_event_id
+from streams.kafka.faults import DeadLetters
 from streams.topics import (
     CLASSIFIED,
     DLQ,
@@ -41,7 +47,7 @@ def _origin(topic: str, value: bytes) -> Origin:
                   ((h.EVENT_ID, b"evt-1"),))  # fmt: skip
 
 
-ROUTER = Router(TOPO, group="g", min_confidence=0.6)
+ROUTER = Router(TOPO, min_confidence=0.6)
 ORIENTED_PAGE = _page(
     Operation.process, Stage.orient, orientation=OrientationResult.for_rotation(0, 0.9)
 )
@@ -68,8 +74,22 @@ def test_a_confident_classification_goes_to_extract_and_a_doubtful_one_is_done()
 
 
 def test_a_page_that_does_not_parse_is_dead_lettered_with_the_reason() -> None:
+    # route raises; RecordHandling, the agents' one fault path, dead-letters the record.
     origin = _origin(TOPO.name(ORIENTED), b'{"doc_id": "d1", "page_no": 0}')
-    (dead,) = ROUTER.handle(origin)
+    with pytest.raises(RecordError):
+        ROUTER.handle(origin)
+    sent: list[Outgoing] = []
+
+    async def send(outputs: list[Outgoing]) -> None:
+        sent.extend(outputs)
+
+    async def step(o: Origin) -> list[Outgoing]:
+        return ROUTER.handle(o)
+
+    dead_letters = DeadLetters(TOPO.name(DLQ), group="g", max_record_bytes=1_000_000)
+    handling = RecordHandling(send, dead_letters=dead_letters)
+    (dead,) = asyncio.run(handling.run("route", origin, step))
+    assert sent == [dead]
     assert dead.topic == TOPO.name(DLQ) and dead.value == origin.value
     assert dead.header(h.ERROR_STAGE) == "route"
     assert dead.header(h.ERROR_EXCEPTION_CLASS) == "schemas.errors.RecordError"

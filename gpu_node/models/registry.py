@@ -1,0 +1,81 @@
+"""The model set of one process: each model loaded once, on first use, and shared.
+
+The EasyOCR reader serves orientation, OCR and the rules extractor; loading it
+twice would double memory and start-up time for nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from gpu_node.models.classifier import Classifier
+from gpu_node.models.device import DeviceChoice, select_device
+from gpu_node.models.ocr import OcrEngine, load_reader
+from gpu_node.models.orientation import Orienter, PageOrienter
+from streams.settings import ModelSettings
+
+if TYPE_CHECKING:
+    from gpu_node.extraction.rules import RulesExtractor
+
+log = logging.getLogger(__name__)
+
+
+class ModelRegistry:
+    def __init__(self, settings: ModelSettings) -> None:
+        self.settings = settings
+        self.device: DeviceChoice = select_device(settings.device)
+
+    @cached_property
+    def reader(self) -> Any:
+        return load_reader(self.settings, self.device)
+
+    @cached_property
+    def ocr(self) -> OcrEngine:
+        return OcrEngine(self.reader)
+
+    @cached_property
+    def text_orienter(self) -> Orienter:
+        return Orienter(self.reader)
+
+    @cached_property
+    def orienter(self) -> Orienter | PageOrienter:
+        if self.settings.orientation == "text":
+            return self.text_orienter
+        return PageOrienter(
+            self.classifier,
+            lambda: self.text_orienter,
+            min_confidence=self.settings.orientation_min_confidence,
+        )
+
+    @property
+    def orients_by_model(self) -> bool:
+        """Whether the orient stage asks the page model first (so its input helps)."""
+        return isinstance(self.orienter, PageOrienter) and self.classifier.orients
+
+    @cached_property
+    def classifier(self) -> Classifier:
+        started = time.perf_counter()
+        path = self.settings.classifier_checkpoint
+        model = Classifier.load(path, self.device)
+        log.info(
+            "classifier loaded: arch=%s labels=%d input=%dpx from %s on %s (%s) in %.1fs",
+            model.arch,
+            len(model.labels),
+            model.input_size,
+            path,
+            self.device.device,
+            self.device.dtype,
+            time.perf_counter() - started,
+        )
+        return model
+
+    @cached_property
+    def rules(self) -> RulesExtractor:
+        # Imported here: gpu_node.extraction builds on gpu_node.models, which must
+        # import without it (the package imports would otherwise go round in a circle).
+        from gpu_node.extraction.rules import RulesExtractor
+
+        return RulesExtractor(self.ocr)

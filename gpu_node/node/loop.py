@@ -1,0 +1,351 @@
+"""The GPU node's micro-batch loop: Kafka in, one model set, Kafka out, exactly once.
+
+One iteration (`GpuNode.step`):
+1. `consume()` up to max_batch records from the four work topics (as many as have
+   arrived: the batch grows with the backlog, see `_take`); each record gets a slot in its
+   partition's offset order (ordering.py) and its image fetch starts in a thread pool.
+2. The oldest waiting batch of synchronous stages (orient, classify, ocr; stages.py)
+   runs on the compute thread, one model call per stage, while the next batch's
+   images are being fetched.
+3. Extraction tasks, and `ocr` pages a VLM reads, go to the engine scheduler
+   (engine_scheduler.py), which runs them on the background loop and pauses their
+   topics above its bound; finished ones are collected without waiting.
+4. Each result or failure becomes output records (outcomes.py), and every partition's
+   resolved prefix is committed in one transaction (transactions.py): outputs, dead
+   letters and the consumed offsets together.
+
+A crash between 1 and 4 loses nothing (offsets were not committed, the work is
+redone) and doubles nothing (outputs of an unfinished transaction are invisible to
+read_committed consumers, and are aborted when the node restarts with the same
+transactional.id). Rebalances and partitions held back for a retry are handled in
+partitions.py.
+
+The node is handed everything it uses (Kafka clients, blob store, models, engines);
+`gpu_node/node/main.py` builds them from the settings.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Message, Producer
+from prometheus_client import CollectorRegistry
+
+from gpu_node.extraction.engines import Engines
+from gpu_node.models.images import RGBArray, decode_image
+from gpu_node.models.orientation import correct
+from gpu_node.models.registry import ModelRegistry
+from gpu_node.node.background import BackgroundLoop
+from gpu_node.node.engine_scheduler import EngineScheduler
+from gpu_node.node.http import Health, start_http
+from gpu_node.node.metrics import NodeMetrics
+from gpu_node.node.ordering import OffsetOrder, TopicPartitionKey
+from gpu_node.node.outcomes import Outcomes
+from gpu_node.node.partitions import Partitions
+from gpu_node.node.stages import StageOutcome, SyncStages
+from gpu_node.node.tasks import Task
+from gpu_node.node.transactions import FatalNodeError, Transactions, WedgedClientError
+from schemas import PageState, Stage, decode
+from streams.blobs import BlobStore
+from streams.kafka.envelope import Origin
+from streams.kafka.faults import DeadLetters
+from streams.settings import NodeSettings
+from streams.topics import DLQ, FACTS_BY_STAGE, WORK_BY_STAGE, Topology
+
+log = logging.getLogger(__name__)
+
+_BUSY_POLL_S = 0.005
+# Synchronous-stage batches consumed ahead of the model: one computing, one fetching.
+_QUEUED_BATCHES = 2
+
+__all__ = ["FatalNodeError", "GpuNode"]
+
+
+class GpuNode:
+    def __init__(
+        self,
+        settings: NodeSettings,
+        topology: Topology,
+        *,
+        consumer: Consumer,
+        producer: Producer,
+        blobs: BlobStore,
+        models: ModelRegistry,
+        engines: Engines,
+        max_image_pixels: int,
+        metrics_registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.settings = settings
+        self.models = models
+        self.engines = engines
+        self.blobs = blobs
+        self.max_image_pixels = max_image_pixels
+        self.metrics = NodeMetrics(metrics_registry or CollectorRegistry())
+        self.stage_of_topic = {topology.name(WORK_BY_STAGE[s.value]): s for s in Stage}
+        # Topics whose records can go to the engine scheduler (gpu.ocr too when a VLM
+        # reads pages).
+        engine_topics = {topology.name(WORK_BY_STAGE[Stage.extract.value])}
+        if engines.vlm is not None:
+            engine_topics.add(topology.name(WORK_BY_STAGE[Stage.ocr.value]))
+        # Half of max.poll.interval: the orchestrator restarts a stuck node before
+        # Kafka evicts it from the group.
+        self.health = Health(stuck_after_s=settings.max_poll_interval_ms / 2000)
+        health = self.health
+        self.metrics.ready.set_function(lambda: 1.0 if health.ready and health.alive() else 0.0)
+        self.http_port: int | None = None
+
+        self.order = OffsetOrder()
+        # Batches of the synchronous stages queued on the compute thread, oldest first.
+        self.computing: deque[Future[list[StageOutcome]]] = deque()
+        self._consumer = consumer
+        self._pool = ThreadPoolExecutor(settings.fetch_threads, "pagestream-fetch")
+        # One thread: model calls of the synchronous stages, one batch at a time.
+        self._compute = ThreadPoolExecutor(1, "pagestream-compute")
+        self._bg = BackgroundLoop()
+        self._stages = SyncStages(models, self.metrics)
+        self.outcomes = Outcomes(
+            settings,
+            self.order,
+            blobs,
+            self.metrics,
+            facts_topic={s: topology.name(FACTS_BY_STAGE[s.value]) for s in Stage},
+            dead_letters=DeadLetters(
+                topology.name(DLQ),
+                group=settings.group_id,
+                max_record_bytes=settings.max_output_bytes,
+                counter=self.metrics.dead_letters,
+            ),
+            # Looked up when called: the partitions need the scheduler, which needs
+            # these outcomes.
+            retry_later=lambda task, exc: self.partitions.retry_later(task, exc),  # noqa: PLW0108
+        )
+        self.scheduler = EngineScheduler(
+            engines,
+            self._bg,
+            settings,
+            self.metrics,
+            on_result=self.outcomes.resolve_or_dead_letter,
+            on_failure=self.outcomes.dead_letter,
+        )
+        self.partitions = Partitions(
+            consumer,
+            self.order,
+            self.scheduler,
+            self.metrics,
+            settings,
+            engine_topics=engine_topics,
+            commit_ready=self._commit_ready,
+        )
+        self._transactions = Transactions(
+            producer, consumer, self.metrics, count_outputs=self.outcomes.count
+        )
+
+    @property
+    def assigned(self) -> set[TopicPartitionKey]:
+        return self.partitions.assigned
+
+    @property
+    def paused(self) -> set[TopicPartitionKey]:
+        """Engine-topic partitions paused by backpressure."""
+        return self.scheduler.paused
+
+    # ---- lifecycle -------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Serve until `stop` is set; raises FatalNodeError when Kafka says the node must go."""
+        self._bg.start()
+        runner = None
+        try:
+            runner, self.http_port = self._bg.run(
+                start_http(
+                    self.settings.http_host, self.settings.http_port, self.metrics.registry,
+                    self.health,
+                )
+            )  # fmt: skip
+            log.info("GPU node: /metrics /healthz /readyz on port %d", self.http_port)
+            self.health.reason = "loading models"
+            self._load_models()
+            self.health.reason = "connecting to Kafka"
+            self._transactions.init()
+            self._consumer.subscribe(
+                sorted(self.stage_of_topic),
+                on_assign=self.partitions.on_assign,
+                on_revoke=self.partitions.on_revoke,
+                on_lost=self.partitions.on_lost,
+            )
+            self.health.ready, self.health.reason = True, "ready"
+            log.info(
+                "GPU node consuming %s as group %s (transactional.id %s)",
+                ", ".join(sorted(self.stage_of_topic)),
+                self.settings.group_id,
+                self.settings.transactional_id,
+            )
+            while not stop.is_set():
+                self.step()
+            self._drain(self.settings.shutdown_grace_s)
+        except WedgedClientError:
+            # Closing the clients could block as the wedged call does; the entry point
+            # exits the process, and the restarted node aborts the open transaction.
+            self.health.ready, self.health.reason = False, "a Kafka client is wedged"
+            raise
+        except BaseException:
+            self.health.ready, self.health.reason = False, "stopping"
+            self._close(runner)
+            raise
+        self.health.ready, self.health.reason = False, "stopping"
+        self._close(runner)
+
+    def _load_models(self) -> None:
+        # Loaded before the node joins the group, so the first batch is not slow
+        # and a missing checkpoint fails the start instead of a partition.
+        _ = self.models.orienter, self.models.classifier, self.models.ocr, self.models.rules
+        self._bg.run(self.engines.start())
+
+    def _drain(self, grace_s: float) -> None:
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and (self.computing or self.scheduler.busy):
+            if self.computing:
+                self.outcomes.apply(self.computing.popleft().result())
+            self.scheduler.collect(wait_s=0.1)
+        self._commit_ready()
+        log.info("GPU node stopped; %d uncommitted tasks will be redone", self.order.pending())
+
+    def _close(self, runner: Any) -> None:
+        try:
+            self._consumer.close()  # revokes: the revoke callback commits what is ready
+        except (KafkaException, RuntimeError) as exc:
+            log.warning("consumer close: %s", exc)
+        self._transactions.close()
+        for what, coro in (("engines", self.engines.close()), ("http", _cleanup(runner))):
+            try:
+                self._bg.run(coro, timeout=30)
+            except Exception:
+                log.exception("GPU node: error while closing %s", what)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._compute.shutdown(wait=True)
+        self._bg.stop()
+
+    # ---- one iteration ---------------------------------------------------
+
+    def step(self) -> None:
+        self.health.beat = time.monotonic()
+        # A pipeline: batch N runs on the model in the compute thread, batch N+1 waits
+        # for it there with its images already being fetched and decoded in the pool,
+        # and this thread polls, commits what is finished and feeds the engines.
+        if len(self.computing) < _QUEUED_BATCHES:
+            max_wait_s = self.settings.max_wait_ms / 1000
+            if self.computing:
+                wait_s = min(max_wait_s, _BUSY_POLL_S)  # the model is busy anyway
+            elif self.scheduler.ready():
+                wait_s = 0.0
+            elif self.scheduler.busy:
+                wait_s = min(max_wait_s, _BUSY_POLL_S)  # a finished one commits soon
+            else:
+                wait_s = max_wait_s
+            self._admit(self._take(wait_s))
+        self.partitions.resume_due_retries()
+        self.scheduler.collect()
+        self.scheduler.submit()
+        self.partitions.apply_backpressure()
+        self._commit_ready()
+        # In order; block on the oldest only when the look-ahead is full.
+        applied = False
+        while self.computing and (
+            self.computing[0].done() or len(self.computing) >= _QUEUED_BATCHES
+        ):
+            self.outcomes.apply(self.computing.popleft().result())
+            applied = True
+        if applied:
+            # Now, not after the next poll: an idle node's poll waits up to max_wait_ms.
+            self._commit_ready()
+
+    def _take(self, wait_s: float) -> list[Message]:
+        """The next micro-batch: up to max_batch records, as many as have arrived.
+
+        The batch adapts to the backlog. With records waiting in the client's fetch
+        queue it is full at once; when they trickle in, the first one is taken the
+        moment it arrives (consume() would otherwise wait out `wait_s` hoping to fill
+        the batch) with whatever came alongside within `linger_ms`. While the model
+        is busy the next batch gathers on its own, so a loaded node runs full batches
+        and an idle one answers a single page without waiting.
+        """
+        limit = self.settings.max_batch
+        batch = self._consume(limit, 0)
+        if not batch and wait_s > 0:
+            batch = self._consume(1, wait_s)
+            if batch and limit > 1:
+                batch = self._consume(limit - 1, self.settings.linger_ms / 1000, held=batch)
+        return batch
+
+    def _consume(
+        self, limit: int, wait_s: float, held: list[Message] | None = None
+    ) -> list[Message]:
+        """consume(), keeping of `held` (records of an earlier call) only those whose
+        partition stayed assigned throughout: a partition revoked and given back inside
+        this call is fetched again from its committed offset, and a held record of it
+        would take a second slot for the same offset."""
+        churned = self.partitions.churned
+        churned.clear()
+        got = self._consumer.consume(limit, wait_s)
+        if held and churned:
+            held = [m for m in held if (m.topic(), m.partition()) not in churned]
+        return [*(held or ()), *got]
+
+    def _admit(self, messages: Sequence[Message]) -> None:
+        sync: list[Task] = []
+        for msg in messages:
+            err = msg.error()
+            if err is not None:
+                if err.fatal():
+                    raise FatalNodeError(f"consumer: {err}")
+                log.warning("consumer: %s", err)
+                continue
+            origin = Origin.from_message(msg)
+            if (origin.topic, origin.partition) not in self.assigned:
+                continue  # revoked within this consume() call: the new owner reads it
+            stage = self.stage_of_topic[origin.topic]
+            slot = self.order.add(origin.topic, origin.partition, origin.offset)
+            self.metrics.records_in.labels(stage.value).inc()
+            try:
+                page = decode(PageState, origin.value)
+            except Exception as exc:  # RecordError; anything else must not stop the node
+                self.outcomes.dead_letter_origin(slot, origin, stage, exc, attempts=1)
+                continue
+            task = Task(stage, slot, origin, page)
+            task.image = self._pool.submit(self._fetch, task.stage, page)
+            if stage is Stage.extract or self.engines.reads_with_vlm(stage, page.options.backend):
+                self.scheduler.add(task)
+            else:
+                sync.append(task)
+        if sync:
+            self.computing.append(self._compute.submit(self._stages.run, sync))
+
+    def _fetch(self, stage: Stage, page: PageState) -> RGBArray:
+        data = self.blobs.get(page.image.uri, expected_sha256=page.image.sha256)
+        image = decode_image(data, max_pixels=self.max_image_pixels)
+        # Stages after orient see the upright page; the stored image stays as submitted.
+        if stage is not Stage.orient and page.orientation is not None:
+            image = correct(image, page.orientation)
+        if stage is Stage.classify or (stage is Stage.orient and self.models.orients_by_model):
+            self.models.classifier.prepare(image)  # the page model's input, off its thread
+        return image
+
+    # ---- commits ---------------------------------------------------------
+
+    def _commit_ready(self) -> None:
+        ready = self.order.take_ready()
+        if ready.records and not self._transactions.commit(ready, self.assigned):
+            # Rewound: later work on those partitions is dropped too, since the seek
+            # re-delivers it.
+            self.order.drop(ready.first_offsets)
+
+
+async def _cleanup(runner: Any) -> None:
+    if runner is not None:
+        await runner.cleanup()

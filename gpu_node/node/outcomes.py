@@ -1,0 +1,182 @@
+"""What the node writes for a finished task: its result on the stage's facts topic, or a
+dead letter (and the page back on its facts topic with the error).
+
+Every outcome resolves the task's slot in the offset order (ordering.py) with the
+records to write; the loop commits them with the consumed offsets in one transaction
+(transactions.py). A result too large for a Kafka record is the record's fault: its
+OCR first travels as a claim check in the blob store, and if it still does not fit
+the page is dead-lettered. A task the world failed (the blob store was unavailable)
+is not dead-lettered: its partition is retried later (`retry_later`, partitions.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry.util.types import AttributeValue
+
+from gpu_node.models.classifier import PageReading
+from gpu_node.node.metrics import NodeMetrics
+from gpu_node.node.ordering import OffsetOrder, Slot
+from gpu_node.node.stages import StageOutcome
+from gpu_node.node.tasks import Task
+from schemas import BlobRef, PageState, Stage, headers
+from streams.blobs import BlobStore
+from streams.kafka.envelope import Origin, Outgoing, error_message, next_record
+from streams.kafka.faults import DeadLetters, OutputTooLargeError, is_worlds_fault
+from streams.routing import stages_for
+from streams.settings import NodeSettings
+from streams.telemetry import tracing
+
+log = logging.getLogger(__name__)
+
+# Which PageState field each stage fills.
+_RESULT_FIELD = {
+    Stage.orient: "orientation",
+    Stage.classify: "classification",
+    Stage.ocr: "ocr",
+    Stage.extract: "extraction",
+}
+
+__all__ = ["Outcomes"]
+
+
+class Outcomes:
+    """Turns task results and failures into the output records of their slots."""
+
+    def __init__(
+        self,
+        settings: NodeSettings,
+        order: OffsetOrder,
+        blobs: BlobStore,
+        metrics: NodeMetrics,
+        *,
+        facts_topic: dict[Stage, str],
+        dead_letters: DeadLetters,
+        retry_later: Callable[[Task, BaseException], None],
+    ) -> None:
+        self.settings = settings
+        self.order = order
+        self.blobs = blobs
+        self.metrics = metrics
+        self.facts_topic = facts_topic
+        self.stage_of_output = {t: s for s, t in facts_topic.items()}
+        self.dead_letters = dead_letters
+        self._retry_later = retry_later
+
+    def apply(self, outcomes: list[StageOutcome]) -> None:
+        for task, outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                self.dead_letter(task, outcome)
+            else:
+                self.resolve_or_dead_letter(task, outcome)
+
+    def resolve_or_dead_letter(self, task: Task, result: Any) -> None:
+        try:
+            self._resolve(task, result)
+        except Exception as exc:
+            self.dead_letter(task, exc)
+
+    def _resolve(self, task: Task, result: Any) -> None:
+        if task.dropped:
+            return
+        update: dict[str, Any] = {"last_stage": task.stage, "error": None}
+        if isinstance(result, PageReading):  # orient by the page model
+            update["orientation"] = result.orientation
+            if (
+                result.classification is not None
+                and result.orientation is not None
+                and result.orientation.rotation_degrees == 0
+                and Stage.classify in stages_for(task.page.operation, auto_rotate=True)
+            ):
+                # The page was upright: the pass that oriented it saw exactly what the
+                # classify stage would see, so its type stands and the page skips
+                # gpu.classify (next_step reads the classification as that stage done).
+                update["classification"] = result.classification
+        else:
+            update[_RESULT_FIELD[task.stage]] = result
+        page = task.page.model_copy(update=update)
+        out = self._fact(task, page)
+        if out.size_bytes > self.settings.max_output_bytes and page.ocr is not None:
+            # A dense page's OCR can outgrow a record on its own: it travels as a claim
+            # check, like the page's image (the blob store being down is retried).
+            page = page.model_copy(update={"ocr": None, "ocr_ref": self._store_ocr(page)})
+            out = self._fact(task, page)
+        if out.size_bytes > self.settings.max_output_bytes:
+            # Raised before the slot is resolved: the caller dead-letters the task.
+            raise OutputTooLargeError(
+                f"{task.stage} result is {out.size_bytes} bytes, over max_output_bytes="
+                f"{self.settings.max_output_bytes}"
+            )
+        self.order.resolve(task.slot, [out])
+
+    def _fact(self, task: Task, page: PageState) -> Outgoing:
+        topic = self.facts_topic[task.stage]
+        # The stage's span: from the record's consumption to its result, child of the
+        # hop that wrote it; the fact carries the span on (see streams/telemetry/tracing.py).
+        attributes: dict[str, AttributeValue] = {
+            "pagestream.doc_id": page.doc_id,
+            "pagestream.page_no": page.page_no,
+            "pagestream.batch_size": task.batch_size,
+        }
+        with tracing.hop(f"gpu.{task.stage.value}", task.origin.header(headers.TRACEPARENT),
+                         start_ns=task.consumed_ns, attributes=attributes):  # fmt: skip
+            out = next_record(topic, page.doc_id, page, task.origin, task.stage.value)
+        if task.model_s:
+            out.headers.append((headers.MODEL_MS, f"{task.model_s * 1000:.1f}".encode()))
+        return out
+
+    def _store_ocr(self, page: PageState) -> BlobRef:
+        assert page.ocr is not None  # noqa: S101 - checked by the caller
+        data = page.ocr.model_dump_json().encode()
+        stored = self.blobs.put(data)
+        log.info("doc %s page %d: OCR result (%d bytes) moved to the blob store",
+                 page.doc_id, page.page_no, len(data))  # fmt: skip
+        return BlobRef(uri=stored.uri, sha256=stored.sha256, media_type="application/json",
+                       size_bytes=stored.size_bytes)  # fmt: skip
+
+    def dead_letter(self, task: Task, exc: BaseException) -> None:
+        """The record's fault: a dead letter, and the page back on its facts topic with
+        the error, so deliver can end its document (partial or failed) instead of
+        waiting for it forever."""
+        if task.dropped:
+            return
+        if is_worlds_fault(exc):  # the blob store or the engine unavailable
+            self._retry_later(task, exc)
+            return
+        letter = self._dead_letter_record(task.origin, task.stage, exc, task.attempts)
+        self.order.resolve(task.slot, [letter, *self._page_error(task, exc)])
+
+    def _page_error(self, task: Task, exc: BaseException) -> list[Outgoing]:
+        error = f"{task.stage.value} failed: {type(exc).__name__}: {error_message(exc)}"
+        failed = task.page.model_copy(update={"error": error})
+        out = self._fact(task, failed)
+        if out.size_bytes > self.settings.max_output_bytes:
+            # Too large with what it carries (the reason it failed, maybe): deliver
+            # needs the page's identity and the error, not its results or attributes.
+            slim = failed.model_copy(update={"attributes": {}, "ocr": None, "extraction": None})
+            out = self._fact(task, slim)
+        return [out] if out.size_bytes <= self.settings.max_output_bytes else []
+
+    def dead_letter_origin(
+        self, slot: Slot, origin: Origin, stage: Stage, exc: BaseException, attempts: int
+    ) -> None:
+        """A record that is not even a page: only the dead letter."""
+        self.order.resolve(slot, [self._dead_letter_record(origin, stage, exc, attempts)])
+
+    def _dead_letter_record(
+        self, origin: Origin, stage: Stage, exc: BaseException, attempts: int
+    ) -> Outgoing:
+        return self.dead_letters.letter(stage.value, origin, exc, attempts=attempts)
+
+    def count(self, outputs: list[Outgoing]) -> None:
+        """The metrics of records about to be committed: results per stage, dead letters."""
+        self.dead_letters.sent(outputs)
+        for out in outputs:
+            if self.dead_letters.is_dead_letter(out):
+                stage = out.header(headers.ERROR_STAGE) or "unknown"
+                self.metrics.records_failed.labels(stage).inc()
+            else:
+                self.metrics.records_out.labels(self.stage_of_output[out.topic].value).inc()

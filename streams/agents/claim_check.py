@@ -1,0 +1,57 @@
+"""deliver's claim checks: a DocumentResult too large for a record leaves its bulk in the
+blob store.
+
+A long OCR'd document's pages (then its Markdown) move to the blob store and the record
+keeps the summary and references (`pages_ref`, `markdown_ref`), so a result always
+fits in a record with room for its webhook record. Without a blob store or a record
+limit, results travel whole.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from schemas import DocumentResult, encode
+from schemas.pages import BlobRef
+from streams.blobs import BlobStore
+from streams.kafka.envelope import RECORD_OVERHEAD_BYTES
+
+log = logging.getLogger(__name__)
+
+
+class ClaimCheck:
+    def __init__(self, blobs: BlobStore | None, max_record_bytes: int | None) -> None:
+        self.blobs = blobs
+        self.max_record_bytes = max_record_bytes
+
+    def apply(self, result: DocumentResult, reserve: int = 0) -> tuple[DocumentResult, bytes]:
+        """`result`, its pages (then its Markdown) moved to the blob store if it would
+        not fit in a record (a long OCR'd document) with `reserve` bytes to spare: the
+        record keeps the summary and references; and its encoding (measured here, so
+        encoded once)."""
+        value = encode(result)
+        if self.blobs is None or self.max_record_bytes is None or self._fits(value, reserve):
+            return result, value
+        pages = json.dumps([p.model_dump(mode="json") for p in result.pages]).encode()
+        result = result.model_copy(
+            update={"pages": [], "pages_ref": self._store(pages, "application/json")}
+        )
+        log.info("deliver: doc %s pages moved to the blob store (%d bytes)", result.doc_id,
+                 len(pages))  # fmt: skip
+        value = encode(result)
+        if result.markdown is not None and not self._fits(value, reserve):
+            ref = self._store(result.markdown.encode(), "text/markdown")
+            result = result.model_copy(update={"markdown": None, "markdown_ref": ref})
+            value = encode(result)
+        return result, value
+
+    def _fits(self, value: bytes, reserve: int = 0) -> bool:
+        assert self.max_record_bytes is not None  # noqa: S101 - checked by the caller
+        return len(value) + reserve + RECORD_OVERHEAD_BYTES * 4 <= self.max_record_bytes
+
+    def _store(self, data: bytes, media_type: str) -> BlobRef:
+        assert self.blobs is not None  # noqa: S101 - checked by the caller
+        stored = self.blobs.put(data)
+        return BlobRef(uri=stored.uri, sha256=stored.sha256, media_type=media_type,
+                       size_bytes=stored.size_bytes)  # fmt: skip

@@ -1,0 +1,56 @@
+"""The agents' side of docs.progress: one small record each time a page moves.
+
+ingest and route write the work topic a page now waits in, deliver that a page is done
+and that its document ended. The keys and partitions are streams/client/progress.py's,
+which `pagestream status` reads back (streams/client/status.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from schemas import DocumentResult, PageState, Progress, ProgressStage
+from schemas.common import Stage
+from streams.client.progress import partition_of, record_key
+from streams.kafka.envelope import Origin, Outgoing, next_record
+from streams.topics import PAGES_DONE, PROGRESS, WORK_BY_STAGE, Topology
+
+_STAGE_OF_TOPIC = {spec.base: Stage(stage).value for stage, spec in WORK_BY_STAGE.items()}
+
+
+def stage_of(topology: Topology, topic: str) -> ProgressStage | None:
+    """The progress stage of a page sent to `topic` (None: a topic pages do not wait in)."""
+    base = topic.removeprefix(topology.prefix)
+    if base == PAGES_DONE.base:
+        return "aggregate"
+    return _STAGE_OF_TOPIC.get(base)  # type: ignore[return-value]
+
+
+def _record(topology: Topology, progress: Progress, origin: Origin) -> Outgoing:
+    key = record_key(progress.doc_id, progress.page_no)
+    out = next_record(topology.name(PROGRESS), key, progress, origin,
+                      f"progress:{key}:{progress.stage}")  # fmt: skip
+    return replace(out, partition=partition_of(progress.doc_id))
+
+
+def page_moved(topology: Topology, page: PageState, topic: str, origin: Origin) -> list[Outgoing]:
+    """The progress record of a page sent to `topic`, if it is a topic pages wait in."""
+    stage = stage_of(topology, topic)
+    if stage is None:
+        return []
+    progress = Progress(doc_id=page.doc_id, page_no=page.page_no, pages_total=page.page_count,
+                        stage=stage)  # fmt: skip
+    return [_record(topology, progress, origin)]
+
+
+def page_done(topology: Topology, page: PageState, pages_done: int, origin: Origin) -> Outgoing:
+    progress = Progress(doc_id=page.doc_id, page_no=page.page_no, pages_total=page.page_count,
+                        stage="done", pages_done=pages_done)  # fmt: skip
+    return _record(topology, progress, origin)
+
+
+def document_ended(topology: Topology, result: DocumentResult, origin: Origin) -> Outgoing:
+    done = sum(1 for p in result.pages if p.error is None)
+    progress = Progress(doc_id=result.doc_id, pages_total=result.page_count, stage="ended",
+                        pages_done=done, status=result.status)  # fmt: skip
+    return _record(topology, progress, origin)

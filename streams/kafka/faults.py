@@ -1,0 +1,145 @@
+"""The one fault path: whose fault a failure is, and the dead letter when it is the record's.
+
+Both processes follow the same policy (the agents through
+streams/agents/handling.py, the GPU node through its loop):
+
+- the world's fault (a dependency unavailable: the blob store, the render processes,
+  the broker refusing or unreachable): nothing is wrong with the record, so it is tried
+  again later and never dead-lettered. `is_worlds_fault` decides;
+- the record's fault (anything else: a record that does not parse, a hostile document,
+  an output over the record size limit, a record the broker refuses as too large): the
+  record goes to docs.dlq with the reason. `DeadLetters` is the only place that builds
+  such a dead letter (with streams/kafka/envelope.py's `dead_letter`), logs it and
+  counts it (pagestream_dead_letters_total, streams/telemetry/metrics.py).
+
+The GPU node uses confluent-kafka, the agents aiokafka: neither client is imported
+here (see `is_worlds_fault`), so each process loads only its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from schemas import headers
+from streams.kafka.envelope import Origin, Outgoing, dead_letter, fit_dead_letter
+
+if TYPE_CHECKING:
+    from prometheus_client import Counter
+
+log = logging.getLogger(__name__)
+
+
+class WorldError(Exception):
+    """A dependency is unavailable: the world's fault, not the record's. The record is
+    retried later, never dead-lettered."""
+
+
+class OutputTooLargeError(ValueError):
+    """An output record would exceed the record size limit."""
+
+
+def is_worlds_fault(exc: BaseException) -> bool:
+    """Whether `exc` says nothing about the record: retried, never dead-lettered.
+
+    A `WorldError`; an aiokafka `KafkaError` but `MessageSizeTooLargeError` (the broker
+    refusing this record); a confluent-kafka `KafkaException` whose error is retriable
+    and not MSG_SIZE_TOO_LARGE. Anything else is the record's fault.
+    """
+    if isinstance(exc, WorldError):
+        return True
+    # An exception of a client's class exists only once that client's module is loaded:
+    # looked up, not imported, so a process that uses one client never loads the other.
+    aiokafka = sys.modules.get("aiokafka.errors")
+    if aiokafka is not None and isinstance(exc, aiokafka.KafkaError):
+        return not isinstance(exc, aiokafka.MessageSizeTooLargeError)
+    confluent = sys.modules.get("confluent_kafka")
+    if confluent is not None and isinstance(exc, confluent.KafkaException):
+        error = exc.args[0] if exc.args else None
+        return (
+            isinstance(error, confluent.KafkaError)
+            and bool(error.retriable())
+            and error.code() != confluent.KafkaError.MSG_SIZE_TOO_LARGE
+        )
+    return False
+
+
+class DeadLetters:
+    """Dead letters of one consumer group: built, logged and counted one way.
+
+    `letter` builds (and logs) the dead letter of a record; `fit` makes a step's
+    outputs fit the record limit; `sent` counts the dead letters among outputs the
+    broker acknowledged, so a dead letter is counted once, when it is written.
+    """
+
+    def __init__(
+        self,
+        dlq_topic: str,
+        *,
+        group: str,
+        max_record_bytes: int,
+        counter: Counter | None = None,
+    ) -> None:
+        self.dlq_topic = dlq_topic
+        self.group = group
+        self.max_record_bytes = max_record_bytes
+        self._counter = counter
+
+    def letter(
+        self,
+        stage: str,
+        origin: Origin,
+        exc: BaseException,
+        *,
+        attempts: int = 1,
+        max_bytes: int | None = None,
+    ) -> Outgoing:
+        """`origin` as a dead letter for `exc`, its value dropped if the letter would not
+        fit in `max_bytes` (the record limit unless given: 0 always drops it)."""
+        # Coordinates and the exception's class only: never the record's content.
+        log.warning("%s: dead letter %s[%d]@%d %s", stage, origin.topic, origin.partition,
+                    origin.offset, type(exc).__name__)  # fmt: skip
+        return dead_letter(
+            origin,
+            dlq_topic=self.dlq_topic,
+            stage=stage,
+            group=self.group,
+            exc=exc,
+            attempts=attempts,
+            max_bytes=self.max_record_bytes if max_bytes is None else max_bytes,
+        )
+
+    def fit(self, stage: str, origin: Origin, outputs: list[Outgoing]) -> list[Outgoing]:
+        """`outputs` as they may be sent: dead letters among them fitted to the record
+        limit; if any other output is over it, only the dead letter of `origin` (an
+        OutputTooLargeError)."""
+        fitted: list[Outgoing] = []
+        for out in outputs:
+            if self.is_dead_letter(out):
+                fitted.append(fit_dead_letter(out, self.max_record_bytes))
+            elif not out.fits(self.max_record_bytes):
+                too_large = OutputTooLargeError(
+                    f"{stage} output to {out.topic} is {out.size_bytes} bytes, over the "
+                    f"record limit of {self.max_record_bytes}"
+                )
+                return [self.letter(stage, origin, too_large)]
+            else:
+                fitted.append(out)
+        return fitted
+
+    def is_dead_letter(self, out: Outgoing) -> bool:
+        return out.topic == self.dlq_topic
+
+    def sent(self, outputs: Iterable[Outgoing]) -> int:
+        """Counts the dead letters among `outputs`, acknowledged by the broker; how many."""
+        letters = [out for out in outputs if self.is_dead_letter(out)]
+        if self._counter is not None:
+            for letter in letters:
+                stage = letter.header(headers.ERROR_STAGE) or "unknown"
+                # The class name without its module: short in dashboards, stable when
+                # code moves.
+                error_class = letter.header(headers.ERROR_EXCEPTION_CLASS) or "unknown"
+                self._counter.labels(stage, error_class.rsplit(".", 1)[-1]).inc()
+        return len(letters)

@@ -1,0 +1,158 @@
+"""The cluster: how clients connect (KafkaSettings, SASL/SSL included), the embedded
+broker (BrokerSettings, its secure mode) and the topics (TopicSettings).
+
+``KafkaSettings`` is the one place that knows how to talk to the cluster; it
+renders the same connection facts for confluent-kafka (librdkafka property
+names) and for faust/aiokafka (credentials objects), so SASL/SSL cannot drift
+between the two clients.
+"""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, SecretStr, model_validator
+
+from streams.settings.paths import CACHE_DIR, REPO_ROOT
+
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+
+class KafkaSettings(BaseModel):
+    bootstrap_servers: str = "127.0.0.1:9092"
+    client_id: str = "pagestream"
+    security_protocol: SecurityProtocol = "PLAINTEXT"
+    sasl_mechanism: SaslMechanism = "PLAIN"
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = None
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+    ssl_key_password: SecretStr | None = None
+    ssl_check_hostname: bool = True
+    # The largest record a pagestream producer sends: faust's and librdkafka's default.
+    # Topics' max.message.bytes (the broker's message.max.bytes) must allow it. Dead
+    # letters above it travel without their value; other outputs above it are the
+    # record's fault and dead-lettered.
+    max_record_bytes: int = Field(default=1_000_000, ge=64 * 1024)
+
+    @model_validator(mode="after")
+    def _sasl_needs_credentials(self) -> KafkaSettings:
+        if self.uses_sasl and (
+            not self.sasl_username
+            or self.sasl_password is None
+            or not self.sasl_password.get_secret_value()
+        ):
+            raise ValueError(
+                f"security_protocol={self.security_protocol} needs sasl_username and sasl_password"
+            )
+        return self
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL")
+
+    @property
+    def uses_ssl(self) -> bool:
+        return self.security_protocol.endswith("SSL")
+
+    def confluent_config(self, **overrides: Any) -> dict[str, Any]:
+        """librdkafka properties shared by producers, consumers and admin clients."""
+        conf: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "client.id": self.client_id,
+            "security.protocol": self.security_protocol,
+        }
+        if self.uses_sasl:
+            assert self.sasl_password is not None  # noqa: S101 - checked by the validator
+            conf["sasl.mechanism"] = self.sasl_mechanism
+            conf["sasl.username"] = self.sasl_username
+            conf["sasl.password"] = self.sasl_password.get_secret_value()
+        if self.uses_ssl:
+            if self.ssl_cafile:
+                conf["ssl.ca.location"] = str(self.ssl_cafile)
+            if self.ssl_certfile:
+                conf["ssl.certificate.location"] = str(self.ssl_certfile)
+            if self.ssl_keyfile:
+                conf["ssl.key.location"] = str(self.ssl_keyfile)
+            if self.ssl_key_password:
+                conf["ssl.key.password"] = self.ssl_key_password.get_secret_value()
+            conf["ssl.endpoint.identification.algorithm"] = (
+                "https" if self.ssl_check_hostname else "none"
+            )
+        conf.update(overrides)
+        return conf
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        if not self.uses_ssl:
+            return None
+        ctx = ssl.create_default_context(cafile=str(self.ssl_cafile) if self.ssl_cafile else None)
+        ctx.check_hostname = self.ssl_check_hostname
+        if self.ssl_certfile:
+            ctx.load_cert_chain(
+                str(self.ssl_certfile),
+                str(self.ssl_keyfile) if self.ssl_keyfile else None,
+                self.ssl_key_password.get_secret_value() if self.ssl_key_password else None,
+            )
+        return ctx
+
+    def faust_broker_url(self) -> str:
+        return ";".join(f"kafka://{hp.strip()}" for hp in self.bootstrap_servers.split(","))
+
+    def faust_credentials(self) -> Any:
+        """The ``broker_credentials`` argument of ``faust.App`` (None for PLAINTEXT)."""
+        import faust  # local import: only agent processes need faust loaded
+
+        if self.uses_sasl:
+            assert self.sasl_password is not None  # noqa: S101 - checked by the validator
+            return faust.SASLCredentials(
+                username=self.sasl_username,
+                password=self.sasl_password.get_secret_value(),
+                mechanism=self.sasl_mechanism,
+                ssl_context=self.ssl_context(),
+            )
+        if self.uses_ssl:
+            return faust.SSLCredentials(self.ssl_context())
+        return None
+
+
+class BrokerSettings(BaseModel):
+    """The embedded KRaft broker (`pagestream broker ...`): one node, or a local cluster."""
+
+    host: str = "127.0.0.1"
+    # Nodes of the embedded cluster; node k listens on port + 10*(k-1) (streams/local/nodes.py).
+    nodes: int = Field(default=1, ge=1, le=9)
+    port: int = Field(default=9092, ge=1, le=65535)
+    controller_port: int = Field(default=9093, ge=1, le=65535)
+    data_dir: Path = CACHE_DIR / "broker"
+    # Jars resolved by Maven land here, one folder per Kafka version (outside git).
+    jars_dir: Path = CACHE_DIR / "kafka"
+    pom: Path = REPO_ROOT / "ops" / "kafka" / "pom.xml"
+    heap: str = "1g"
+    start_timeout_s: float = 90.0
+    # SASL_SSL (SCRAM-SHA-512) client listener, TLS from a CA made in data_dir, the
+    # StandardAuthorizer refusing what no ACL allows; a password per role in
+    # data_dir/credentials (see streams/local/config.py, streams/security/credentials.py).
+    secure: bool = False
+
+
+class TopicSettings(BaseModel):
+    prefix: str = Field(default="", pattern=r"^[A-Za-z0-9._-]*$")
+    replication_factor: int = Field(default=1, ge=1)
+    # Set on every declared topic by `topics apply` (None: the cluster's default). With
+    # acks=all a write needs this many copies; 2 of 3 survives one broker down.
+    min_insync_replicas: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _isr_within_replicas(self) -> TopicSettings:
+        if self.min_insync_replicas is not None and (
+            self.min_insync_replicas > self.replication_factor
+        ):
+            raise ValueError(
+                f"min_insync_replicas {self.min_insync_replicas} exceeds replication_factor "
+                f"{self.replication_factor}: no write could ever be acknowledged"
+            )
+        return self

@@ -1,0 +1,141 @@
+"""Checking a webhook's callback address: a valid http(s) URL whose every address is public.
+
+URLs resolving to loopback, link-local, private or otherwise non-public addresses
+(IPv6 forms that carry one included: NAT64, 6to4, Teredo, IPv4-mapped) are refused
+unless the configuration allows them (SSRF: a client could otherwise make the
+pipeline call the cloud metadata service or an internal admin port). The name is
+resolved once and the connection goes to the address that was checked (`Target`):
+streams/webhooks/post.py resolves again on each attempt and connects only there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from dataclasses import dataclass
+
+import httpx
+
+from streams.webhooks.errors import Retryable, WebhookURLRefused
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a POST goes: addresses that were checked, and the name they were checked for.
+
+    Each request is sent to one of `addresses` (nothing resolves the name again between
+    the check and the connection, so a name that answers a public address to the check
+    and 127.0.0.1 to the connection, DNS rebinding, reaches only what was checked), with
+    the original name in the Host header and, for https, as the TLS server name (SNI and
+    the certificate check)."""
+
+    url: httpx.URL  # as given, parsed (IDNA 2008, as httpx and browsers encode names)
+    addresses: tuple[IPAddress, ...]
+    port: int
+
+    def request_url(self, address: IPAddress) -> httpx.URL:
+        return self.url.copy_with(host=str(address), port=self.port)
+
+    @property
+    def host_header(self) -> str:
+        host = self.url.raw_host.decode("ascii")
+        host = f"[{host}]" if ":" in host else host
+        return host if self.url.port is None else f"{host}:{self.url.port}"
+
+    @property
+    def sni_hostname(self) -> str | None:
+        """The name TLS asks for and verifies; None for http and for address literals."""
+        host = self.url.raw_host.decode("ascii").rstrip(".")
+        if self.url.scheme != "https" or _literal(host) is not None:
+            return None
+        return host
+
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+# IPv6 forms that carry an IPv4 address, which is what the connection reaches:
+# NAT64 (RFC 6052 well-known prefix) and the deprecated IPv4-compatible ::a.b.c.d.
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+# NAT64 for local use (RFC 8215): translates to whatever the operator's network holds.
+# Python before 3.11.10/3.12.4 calls it global.
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
+
+
+def _literal(host: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    embedded = [a for a in (address.ipv4_mapped, address.sixtofour) if a is not None]
+    if address.teredo is not None:
+        embedded.extend(address.teredo)
+    if address in _NAT64 or address in _IPV4_COMPATIBLE:
+        embedded.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+    return embedded
+
+
+def is_public(address: IPAddress) -> bool:
+    """Globally routable unicast, and so is every IPv4 address it translates to."""
+    if not address.is_global or address.is_multicast:
+        return False
+    if isinstance(address, ipaddress.IPv6Address):
+        if address in _NAT64_LOCAL:
+            return False
+        return all(a.is_global for a in _embedded_ipv4(address))
+    return True
+
+
+def _refused(reason: str) -> WebhookURLRefused:
+    # Never the URL itself: it may carry credentials or a token in its query.
+    return WebhookURLRefused(f"webhook URL refused: {reason}")
+
+
+def parse(url: str) -> httpx.URL:
+    """The URL as httpx would read it, or a refusal naming what is wrong with it."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError) as exc:  # idna.IDNAError is a UnicodeError
+        what = "host name (IDNA)" if isinstance(exc, UnicodeError) or "IDNA" in str(exc) else "URL"
+        raise _refused(f"not a valid {what}") from None
+    if parsed.scheme not in {"http", "https"} or not parsed.raw_host:
+        raise WebhookURLRefused(
+            f"webhook URL must be http(s) with a host, got scheme {parsed.scheme!r}"
+        )
+    if parsed.port is not None and not 0 < parsed.port < 65536:
+        raise _refused(f"port {parsed.port} is out of range")
+    return parsed
+
+
+async def resolve(url: str, *, allow_private: bool) -> Target:
+    """Check the URL, resolve its host, check every address it resolves to."""
+    parsed = parse(url)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    host = parsed.raw_host.decode("ascii")
+    literal = _literal(host.split("%")[0])
+    if literal is not None:
+        addresses: list[IPAddress] = [literal]
+    else:
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(
+                host, port, type=socket.SOCK_STREAM
+            )
+        except UnicodeError:
+            raise _refused("not a valid host name (IDNA)") from None
+        except OSError as exc:  # the resolver failed or the name does not exist: retried
+            raise Retryable(f"host does not resolve ({exc.__class__.__name__})") from None
+        addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
+        if not addresses:
+            raise Retryable("host does not resolve (no address)")
+    if not allow_private:
+        for address in addresses:
+            if not is_public(address):
+                raise WebhookURLRefused(
+                    f"webhook host resolves to non-public address {address} "
+                    "(set PAGESTREAM_AGENTS__WEBHOOK_ALLOW_PRIVATE to allow)"
+                )
+    return Target(parsed, tuple(dict.fromkeys(addresses)), port)

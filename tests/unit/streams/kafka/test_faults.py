@@ -1,0 +1,115 @@
+"""The one fault path: whose fault a failure is, and a dead letter built, logged and
+counted once."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from aiokafka.errors import (
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    MessageSizeTooLargeError,
+    NotLeaderForPartitionError,
+)
+from confluent_kafka import KafkaError, KafkaException
+from prometheus_client import CollectorRegistry
+
+from schemas import headers
+from schemas.errors import RecordError
+from streams.blobs import BlobIntegrityError, BlobStoreUnavailableError
+from streams.kafka.envelope import Origin, Outgoing
+from streams.kafka.faults import DeadLetters, OutputTooLargeError, WorldError, is_worlds_fault
+from streams.media.errors import CorruptPdfError
+from streams.media.sandbox import RendererUnavailableError
+from streams.routing import RoutingError
+from streams.telemetry.metrics import dead_letters_counter
+
+
+def _confluent(code: int, *, retriable: bool) -> KafkaException:
+    return KafkaException(KafkaError(code, retriable=retriable))
+
+
+@pytest.mark.parametrize(
+    ("exc", "worlds"),
+    [
+        # A dependency unavailable: the world's.
+        (WorldError("down"), True),
+        (BlobStoreUnavailableError("blob store unavailable"), True),
+        (RendererUnavailableError("no render process"), True),
+        # aiokafka: the broker refusing or unreachable, but not the record's size.
+        (KafkaConnectionError("refused"), True),
+        (KafkaTimeoutError(), True),
+        (NotLeaderForPartitionError(), True),
+        (MessageSizeTooLargeError(), False),
+        # confluent-kafka: retriable errors, but not the record's size.
+        (_confluent(KafkaError.NOT_LEADER_FOR_PARTITION, retriable=True), True),
+        (_confluent(KafkaError._TRANSPORT, retriable=True), True),
+        (_confluent(KafkaError.MSG_SIZE_TOO_LARGE, retriable=True), False),
+        (_confluent(KafkaError.TOPIC_AUTHORIZATION_FAILED, retriable=False), False),
+        (KafkaException("not a KafkaError"), False),
+        # Everything else: the record's.
+        (RecordError("not a PageState"), False),
+        (RoutingError("no next step"), False),
+        (CorruptPdfError("corrupt"), False),
+        (BlobIntegrityError("sha256 mismatch"), False),
+        (OutputTooLargeError("too large"), False),
+        (ValueError("anything"), False),
+        (RuntimeError("anything"), False),
+    ],
+    ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else None,
+)
+def test_whose_fault(exc: BaseException, worlds: bool) -> None:
+    assert is_worlds_fault(exc) is worlds
+
+
+ORIGIN = Origin("t.docs.raw", 2, 7, 1_700_000_000_000, b"k", b"the document's bytes",
+                ((headers.EVENT_ID, b"evt-1"),))  # fmt: skip
+
+
+def _dead_letters(registry: CollectorRegistry, max_record_bytes: int = 100_000) -> DeadLetters:
+    return DeadLetters("t.docs.dlq", group="g", max_record_bytes=max_record_bytes,
+                       counter=dead_letters_counter(registry))  # fmt: skip
+
+
+def _count(registry: CollectorRegistry, stage: str, reason: str) -> float | None:
+    labels = {"stage": stage, "reason": reason}
+    return registry.get_sample_value("pagestream_dead_letters_total", labels)
+
+
+def test_a_dead_letter_is_logged_without_its_content_and_counted_once_when_sent(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    registry = CollectorRegistry()
+    dead_letters = _dead_letters(registry)
+    with caplog.at_level(logging.WARNING, logger="streams.kafka.faults"):
+        letter = dead_letters.letter("ingest", ORIGIN, RecordError("payload: not base64"))
+    (record,) = caplog.records
+    assert record.getMessage() == "ingest: dead letter t.docs.raw[2]@7 RecordError"
+    assert b"document" not in record.getMessage().encode()
+    assert (letter.topic, letter.key, letter.value) == ("t.docs.dlq", b"k", ORIGIN.value)
+    assert letter.header(headers.ERROR_STAGE) == "ingest"
+    assert letter.header(headers.ERROR_GROUP) == "g"
+    assert letter.header(headers.ERROR_EXCEPTION_CLASS) == "schemas.errors.RecordError"
+    assert _count(registry, "ingest", "RecordError") is None  # built, not yet written
+    other = Outgoing("t.docs.results", b"k", b"{}")
+    assert dead_letters.sent([letter, other]) == 1
+    assert _count(registry, "ingest", "RecordError") == 1
+
+
+def test_an_output_over_the_record_limit_makes_the_record_a_dead_letter() -> None:
+    dead_letters = _dead_letters(CollectorRegistry(), max_record_bytes=4_096)
+    small = Outgoing("t.gpu.orient", b"k", b"x" * 10)
+    big = Outgoing("t.gpu.orient", b"k", b"x" * 10_000)
+    assert dead_letters.fit("ingest", ORIGIN, [small]) == [small]
+    (letter,) = dead_letters.fit("ingest", ORIGIN, [small, big])
+    assert letter.topic == "t.docs.dlq"
+    assert (letter.header(headers.ERROR_EXCEPTION_CLASS) or "").endswith(".OutputTooLargeError")
+
+
+def test_a_dead_letter_too_large_for_a_record_travels_without_its_value() -> None:
+    dead_letters = _dead_letters(CollectorRegistry(), max_record_bytes=20_000)
+    huge = Origin("t.docs.raw", 0, 1, None, b"k", b"x" * 30_000)
+    letter = dead_letters.letter("ingest", huge, RecordError("too big"))
+    assert letter.value is None and letter.header(headers.VALUE_DROPPED) == "30000"
+    assert dead_letters.letter("ingest", ORIGIN, RecordError("r"), max_bytes=0).value is None

@@ -1,0 +1,243 @@
+"""Webhook POST: signed body, idempotency key, bounded retries, connections only to the
+checked addresses; against a real local HTTP server (the narrow test double the
+standards allow for an outside endpoint)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+
+from streams.webhooks.errors import WebhookError, WebhookURLRefused
+from streams.webhooks.post import WebhookPolicy, post
+from streams.webhooks.signing import IDEMPOTENCY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER
+
+SECRET = b"s3cret"
+
+
+class Receiver:
+    def __init__(self) -> None:
+        self.statuses: list[int] = []  # what to answer, in order; then 200
+        self.received: list[tuple[dict[str, str], bytes]] = []
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[Receiver, str]]:
+    state = Receiver()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            state.received.append((dict(self.headers), body))
+            status = state.statuses.pop(0) if state.statuses else 200
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    # A short poll: shutdown() waits for it, at every teardown.
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield state, f"http://127.0.0.1:{server.server_port}/hook"
+    finally:
+        server.shutdown()
+
+
+def _post(url: str, body: bytes = b'{"doc_id":"d1"}', **policy: object) -> int:
+    async def run() -> int:
+        async with httpx.AsyncClient(trust_env=False) as client:
+            pol = WebhookPolicy(secret=SECRET, backoff_initial_s=0.01, backoff_max_s=0.02, **policy)
+            return await post(client, url, body, idempotency_key="d1:e1", policy=pol)
+
+    return asyncio.run(run())
+
+
+def test_body_is_signed_and_carries_the_idempotency_key(receiver):
+    state, url = receiver
+    assert _post(url, allow_private=True) == 1
+    ((headers, body),) = state.received
+    timestamp = headers[TIMESTAMP_HEADER]
+    expected = hmac.new(SECRET, timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+    assert headers[SIGNATURE_HEADER] == f"sha256={expected}"
+    assert headers[IDEMPOTENCY_HEADER] == "d1:e1"
+    assert body == b'{"doc_id":"d1"}'
+
+
+def test_server_errors_are_retried_then_succeed(receiver):
+    state, url = receiver
+    state.statuses = [503, 429]
+    assert _post(url, allow_private=True) == 3
+    assert len(state.received) == 3
+
+
+def test_retries_are_bounded(receiver):
+    state, url = receiver
+    state.statuses = [500] * 10
+    with pytest.raises(WebhookError, match="after 3 attempts, last: HTTP 500"):
+        _post(url, allow_private=True, attempts=3)
+    assert len(state.received) == 3
+
+
+def test_client_errors_are_not_retried(receiver):
+    state, url = receiver
+    state.statuses = [400]
+    with pytest.raises(WebhookError, match="HTTP 400"):
+        _post(url, allow_private=True)
+    assert len(state.received) == 1
+
+
+# ---- hostile names and receivers --------------------------------------------
+
+
+class _Resolver:
+    """A resolver stub: `hook.example` answers the given addresses; other names resolve
+    as usual. Counts the look-ups of hook.example."""
+
+    def __init__(
+        self, monkeypatch: pytest.MonkeyPatch, *addresses: str, fail_first: int = 0
+    ) -> None:
+        self.calls = 0
+        real = asyncio.BaseEventLoop.getaddrinfo
+
+        async def getaddrinfo(loop, host, port, *args, **kwargs):  # type: ignore[no-untyped-def]
+            if host != "hook.example":
+                return await real(loop, host, port, *args, **kwargs)
+            self.calls += 1
+            if self.calls <= fail_first:
+                raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+            family = {True: socket.AF_INET6, False: socket.AF_INET}
+            return [(family[":" in a], socket.SOCK_STREAM, 6, "", (a, port)) for a in addresses]
+
+        monkeypatch.setattr(asyncio.BaseEventLoop, "getaddrinfo", getaddrinfo)
+
+
+def test_the_connection_goes_to_the_address_that_was_checked(receiver, monkeypatch):
+    state, url = receiver
+    port = url.split(":")[2].split("/")[0]
+    resolver = _Resolver(monkeypatch, "127.0.0.1")
+    state.statuses = [503]  # two attempts, each resolving and checking again
+    # Nothing else can resolve hook.example: only a connection to the checked address
+    # gets through.
+    assert _post(f"http://hook.example:{port}/hook", allow_private=True) == 2
+    assert resolver.calls == 2
+    assert [h["Host"] for h, _ in state.received] == [f"hook.example:{port}"] * 2
+
+
+def test_the_next_checked_address_is_tried_when_one_refuses_connections(receiver, monkeypatch):
+    state, url = receiver
+    port = url.split(":")[2].split("/")[0]
+    # Nothing listens on 127.0.0.2 (the receiver is bound to 127.0.0.1 only).
+    _Resolver(monkeypatch, "127.0.0.2", "127.0.0.1")
+    assert _post(f"http://hook.example:{port}/hook", allow_private=True) == 1
+    assert len(state.received) == 1
+
+
+def test_a_resolver_failure_is_retried(receiver, monkeypatch):
+    state, url = receiver
+    port = url.split(":")[2].split("/")[0]
+    resolver = _Resolver(monkeypatch, "127.0.0.1", fail_first=1)
+    assert _post(f"http://hook.example:{port}/hook", allow_private=True) == 2
+    assert resolver.calls == 2 and len(state.received) == 1
+
+
+def test_a_name_with_any_private_address_is_refused(monkeypatch):
+    # A public address first, then loopback: refused before any connection is made.
+    _Resolver(monkeypatch, "8.8.8.8", "127.0.0.1")
+    with pytest.raises(WebhookURLRefused, match=r"non-public address 127\.0\.0\.1"):
+        _post("http://hook.example/x")
+
+
+Serve = Callable[[socket.socket, threading.Event], None]
+
+
+@pytest.fixture
+def raw_server() -> Iterator[Callable[[Serve], str]]:
+    """A TCP server on loopback running `serve(conn, stop)` per connection, for receivers
+    no HTTP library would write: dribbling, endless, silent. Each waits on `stop`, never
+    on a plain sleep: teardown sets it, so no receiver outlives its test."""
+    servers: list[socket.socket] = []
+    receivers: list[threading.Thread] = []
+    stop = threading.Event()
+
+    def start(serve: Serve) -> str:
+        srv = socket.create_server(("127.0.0.1", 0))
+        srv.settimeout(0.2)
+        servers.append(srv)
+
+        def accept() -> None:
+            while not stop.is_set():
+                try:
+                    conn, _ = srv.accept()
+                except OSError:
+                    continue
+                receiver = threading.Thread(target=_guarded, args=(serve, conn, stop),
+                                            daemon=True)  # fmt: skip
+                receivers.append(receiver)
+                receiver.start()
+
+        threading.Thread(target=accept, daemon=True).start()
+        return f"http://127.0.0.1:{srv.getsockname()[1]}/hook"
+
+    yield start
+    stop.set()
+    for srv in servers:
+        srv.close()
+    for receiver in receivers:
+        receiver.join(5)
+
+
+def _guarded(serve: Serve, conn: socket.socket, stop: threading.Event) -> None:
+    # OSError: the client gave up, which is what these receivers are for.
+    with conn, contextlib.suppress(OSError):
+        serve(conn, stop)
+
+
+def _drip(conn: socket.socket, stop: threading.Event) -> None:
+    conn.recv(65536)
+    for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n":  # a byte every 0.2 s
+        conn.sendall(bytes([byte]))
+        if stop.wait(0.2):
+            return
+
+
+def _endless(conn: socket.socket, stop: threading.Event) -> None:
+    conn.recv(65536)
+    conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+    while not stop.is_set():
+        conn.sendall(b"10000\r\n" + b"x" * 0x10000 + b"\r\n")
+
+
+def _silent(conn: socket.socket, stop: threading.Event) -> None:
+    conn.recv(65536)
+    stop.wait()  # until the test is over
+
+
+def test_a_receiver_that_answers_a_byte_at_a_time_hits_the_attempt_deadline(raw_server):
+    url = raw_server(_drip)
+    # httpx's timeout is per read: each byte would reset it. The deadline is per attempt.
+    with pytest.raises(WebhookError, match=r"after 2 attempts, last: no answer within 0.5 s"):
+        _post(url, allow_private=True, attempts=2, timeout_s=0.5)
+
+
+def test_a_receiver_that_never_answers_hits_the_attempt_deadline(raw_server):
+    url = raw_server(_silent)
+    with pytest.raises(WebhookError, match=r"no answer within 0.5 s"):
+        _post(url, allow_private=True, attempts=2, timeout_s=0.5)
+
+
+def test_an_endless_response_body_is_not_read(raw_server):
+    url = raw_server(_endless)
+    # The status is all that counts; reading the body would never end (or exhaust memory).
+    assert _post(url, allow_private=True, attempts=1, timeout_s=5) == 1
