@@ -7,6 +7,7 @@ they are normalized and must fall under a configured root before any I/O.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import posixpath
@@ -57,18 +58,43 @@ class BlobStoreUnavailableError(WorldError):
     BlobError family above is the record's fault."""
 
 
+# What the filesystem answers about a NAME no blob can have: a name too long, a path
+# below a file, a directory, a loop of links, a name the filesystem refuses. The
+# record's fault: retrying it would hold the record (and its partition) forever.
+_NAME_ERRNOS = frozenset(
+    {errno.ENAMETOOLONG, errno.ENOTDIR, errno.EISDIR, errno.ELOOP, errno.EINVAL, errno.EILSEQ}
+)
+
+
 @contextlib.contextmanager
-def _store_call(what: str, uri: str) -> Iterator[None]:
-    """Anything the filesystem raises, other than a missing object, is the store's
-    failure (fsspec backends raise OSError subclasses and their own errors alike)."""
+def _store_call(what: str, uri: str, root: _Root) -> Iterator[None]:
+    """A missing object, or a name no blob can have, is the record's fault; anything
+    else the filesystem raises is the store's failure (fsspec backends raise OSError
+    subclasses and their own errors alike: timeouts, refused connections, a full
+    disk, I/O errors, 5xx answers)."""
     try:
         yield
     except (FileNotFoundError, BlobError):
         raise
+    except OSError as exc:
+        if exc.errno in _NAME_ERRNOS and _root_is_sound(root):
+            raise BlobAccessError(
+                f"blob URI names no possible blob ({os.strerror(exc.errno)}): {_show(uri)}"
+            ) from exc
+        raise BlobStoreUnavailableError(
+            f"blob store unavailable while {what} {_show(uri)}: {type(exc).__name__}: {exc}"
+        ) from exc
     except Exception as exc:
         raise BlobStoreUnavailableError(
             f"blob store unavailable while {what} {_show(uri)}: {type(exc).__name__}: {exc}"
         ) from exc
+
+
+def _root_is_sound(root: _Root) -> bool:
+    """Whether the root itself still stands, so a name error is about the name: a local
+    root that is gone or became a file (a volume unmounted, replaced) fails every name,
+    and that is the store's failure."""
+    return not isinstance(root.fs, LocalFileSystem) or os.path.isdir(root.fs_path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +211,7 @@ class BlobStore:
         digest = hashlib.sha256(data).hexdigest()
         blob = StoredBlob(self.uri_for(digest), digest, len(data))
         fs, path = self._root.fs, posixpath.join(self._root.fs_path, *_blob_rel(digest))
-        with _store_call("writing", blob.uri):
+        with _store_call("writing", blob.uri, self._root):
             try:
                 if fs.info(path).get("size") == len(data):
                     return blob  # same name => same content; a size mismatch: a torn write
@@ -203,7 +229,7 @@ class BlobStore:
         root, rel = self._split_checked(uri)
         path = self._resolve(root, rel)
         try:
-            with _store_call("reading", uri):
+            with _store_call("reading", uri, root):
                 info = root.fs.info(path)
         except FileNotFoundError:
             raise BlobNotFoundError(f"no blob at {_show(uri)}") from None
@@ -215,7 +241,7 @@ class BlobStore:
                 f"blob at {_show(uri)} is {size} bytes, over max_blob_bytes={self.max_blob_bytes}"
             )
         try:
-            with _store_call("reading", uri), root.fs.open(path, "rb") as f:
+            with _store_call("reading", uri, root), root.fs.open(path, "rb") as f:
                 # Bounded read: the object may have grown since info().
                 data: bytes = f.read(self.max_blob_bytes + 1)
         except FileNotFoundError:  # deleted since info()

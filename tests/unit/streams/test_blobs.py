@@ -19,6 +19,7 @@ from streams.blobs import (
     BlobTooLargeError,
     StoredBlob,
 )
+from streams.kafka.faults import is_worlds_fault
 
 DATA = b"%PDF-1.7 not really a pdf \x00\xff" * 10
 
@@ -125,6 +126,23 @@ def test_a_store_that_fails_is_unavailable_and_a_missing_blob_is_not_found(
     root.unlink()
     (tmp_path / "away").rename(root)
     assert store.get(stored.uri) == DATA
+
+
+def test_names_no_blob_can_have_are_the_records_fault(store: BlobStore, tmp_path: Path) -> None:
+    # Before: each was "blob store unavailable" (the world's fault), retried forever by
+    # ingest, and six such records held every ingest slot of a worker.
+    blob = store.put(DATA)
+    root = tmp_path / "blobs"
+    (root / "loop").symlink_to(root / "loop")
+    names = {
+        f"{store.root}/{'n' * 300}": "File name too long",
+        f"{blob.uri}/below-a-file": "Not a directory",
+        f"{store.root}/loop": "Too many levels of symbolic links",
+    }
+    for uri, reason in names.items():
+        with pytest.raises(BlobAccessError, match=reason) as exc:
+            store.get(uri)
+        assert not is_worlds_fault(exc.value)
 
 
 def test_plain_path_and_dotted_root_are_normalized(tmp_path: Path) -> None:

