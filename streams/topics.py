@@ -152,6 +152,12 @@ class Topology:
         """The agents' faust app id, which is also their consumer group."""
         return f"{self.prefix}{self.agents_app_id}"
 
+    def own(self, name: str) -> str:
+        """A consumer group or transactional id of this pipeline on the cluster: behind
+        the same prefix as its topics, so two prefixed pipelines on one cluster never
+        share a group or fence each other's transactions."""
+        return f"{self.prefix}{name}"
+
     def name(self, spec: TopicSpec) -> str:
         if spec.in_agents_app:
             return f"{self.agents_app}-{spec.base}"

@@ -34,7 +34,11 @@ def build_node(
     *,
     metrics_registry: CollectorRegistry | None = None,
 ) -> GpuNode:
-    node = settings.node
+    # The node sees its group and transactional id as the cluster knows them (behind the
+    # topic prefix): its logs, dead letters and lag name what Kafka names.
+    node = settings.node.model_copy(
+        update={"group_id": settings.gpu_group, "transactional_id": settings.gpu_transactional_id}
+    )
     # Creating the clients contacts nobody: the node joins its group and initialises
     # its transactions only in run(), once the models are loaded.
     consumer = kafka.consumer(

@@ -155,9 +155,9 @@ def replay(
     `rate_per_s`, `max_replays` and `group` default to `settings.dlq`."""
     rate_per_s = settings.dlq.replay_rate_per_s if rate_per_s is None else rate_per_s
     max_replays = settings.dlq.max_replays if max_replays is None else max_replays
-    group = settings.dlq.replay_group if group is None else group
     topo = settings.topology
-    consumer = kafka.consumer(settings.kafka, f"{settings.topics.prefix}{group}")
+    group = settings.dlq_replay_group if group is None else topo.own(group)
+    consumer = kafka.consumer(settings.kafka, group)
     producer = None if dry_run else kafka.producer(settings.kafka)
     report = ReplayReport()
     dlq_topic = topo.name(DLQ)

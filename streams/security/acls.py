@@ -57,8 +57,8 @@ READER = "reader"
 # Every role with a principal, admin first (the broker's own super user).
 ROLES = (ADMIN, PRODUCER, AGENTS, GPU_NODE, MONITOR, DLQ_REPLAY, READER)
 
-# The GPU node's transactional ids begin with this (NodeSettings.transactional_id):
-# one id per node instance, all owned by the gpu-node principal.
+# The GPU node's transactional ids begin with this (NodeSettings.transactional_id),
+# behind the topic prefix: one id per node instance, all owned by the gpu-node principal.
 GPU_TRANSACTIONAL_ID_PREFIX = "pagestream-gpu-"
 
 
@@ -174,8 +174,9 @@ def declared(names: Names) -> tuple[Role, ...]:
 def names_for(settings: Settings) -> Names:
     return Names(
         settings.topology,
-        gpu_group=settings.node.group_id,
-        dlq_replay_group=f"{settings.topics.prefix}{settings.dlq.replay_group}",
+        gpu_group=settings.gpu_group,
+        dlq_replay_group=settings.dlq_replay_group,
+        gpu_transactional_prefix=settings.topology.own(GPU_TRANSACTIONAL_ID_PREFIX),
     )
 
 

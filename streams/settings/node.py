@@ -112,9 +112,11 @@ class ExtractionSettings(BaseModel):
 class NodeSettings(BaseModel):
     """The micro-batch loop."""
 
+    # Both behind the topic prefix on the cluster (Settings.gpu_group,
+    # Settings.gpu_transactional_id), like every group of a pipeline.
     group_id: str = "pagestream-gpu"
     # Stable per node instance: a restarted node fences its own zombie. Two live
-    # nodes must not share it.
+    # nodes of one pipeline must not share it.
     transactional_id: str = Field(default_factory=lambda: f"pagestream-gpu-{socket.gethostname()}")
     max_batch: int = Field(default=16, ge=1)  # records per model call, at most
     # How long an idle node's poll waits for a first record (it returns as soon as one

@@ -70,6 +70,21 @@ class Settings(BaseSettings):
         """Topic names, consumer groups and the agents' app id on this cluster."""
         return Topology(self.topics.prefix, self.agents.app_id)
 
+    @property
+    def gpu_group(self) -> str:
+        """The GPU node's consumer group on the cluster (`node.group_id` behind the prefix)."""
+        return self.topology.own(self.node.group_id)
+
+    @property
+    def gpu_transactional_id(self) -> str:
+        """This GPU node's transactional id on the cluster (behind the prefix)."""
+        return self.topology.own(self.node.transactional_id)
+
+    @property
+    def dlq_replay_group(self) -> str:
+        """`pagestream dlq replay`'s consumer group on the cluster (behind the prefix)."""
+        return self.topology.own(self.dlq.replay_group)
+
 
 def child_environment(
     overrides: Mapping[str, str], without: Collection[str] = ()

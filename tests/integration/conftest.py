@@ -65,9 +65,11 @@ def node_factory(
     def run(
         vlm: Extractor | None = None,
         extraction: ExtractionSettings | None = None,
+        on: Settings | None = None,
         **node_opts: Any,
     ) -> Iterator[GpuNode]:
-        gs = node_settings(settings, **node_opts)
+        """A node of the test's pipeline (or of `on`'s: another prefix, say)."""
+        gs = node_settings(on or settings, **node_opts)
         if extraction is not None:
             gs.extraction = extraction
         engines = Engines(gs.extraction, model_registry, vlm)

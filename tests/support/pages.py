@@ -23,10 +23,14 @@ def node_settings(settings: Settings, **node: Any) -> Settings:
         update={
             "models": ModelSettings(device="cpu"),
             "node": NodeSettings(
-                transactional_id=f"test-gpu-{uuid.uuid4().hex[:8]}",
                 http_host="127.0.0.1",
                 http_port=0,
-                **{"max_wait_ms": 50, "shutdown_grace_s": 5, **node},
+                **{
+                    "transactional_id": f"test-gpu-{uuid.uuid4().hex[:8]}",
+                    "max_wait_ms": 50,
+                    "shutdown_grace_s": 5,
+                    **node,
+                },
             ),
         }
     )

@@ -77,7 +77,8 @@ def test_poison_records_are_dead_lettered_and_neighbours_complete(
         assert msg.value() == records[offset][1]  # the original bytes, for replay
         assert h[headers.ERROR_TOPIC].decode() == work
         assert h[headers.ERROR_STAGE] == b"classify"
-        assert h[headers.ERROR_GROUP] == b"pagestream-gpu"
+        # The node's group as the cluster knows it: behind the pipeline's topic prefix.
+        assert h[headers.ERROR_GROUP] == f"{topology.prefix}pagestream-gpu".encode()
         assert h[headers.ERROR_ATTEMPTS] == b"1"
         for name in headers.ERROR_HEADERS:
             assert name in h, name

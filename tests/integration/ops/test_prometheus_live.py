@@ -30,7 +30,7 @@ STALLED = "PagestreamConsumerGroupStalled"
 def exporter_port(cli_env: Settings) -> Iterator[int]:
     ours = f"^{re.escape(cli_env.topics.prefix)}"
     # The test's topics, and its groups: the agents' and the GPU node's (not prefixed).
-    groups = f"{ours}|^{re.escape(cli_env.node.group_id)}$"
+    groups = f"{ours}|^{re.escape(cli_env.gpu_group)}$"
     # Judged over 8 readings 0.5 s apart: longer than faust's commit interval (about
     # 3 s), so a worker between two commits does not look stalled.
     conf = ExporterSettings(host="127.0.0.1", port=0, interval_s=0.5, window=8,

@@ -150,7 +150,8 @@ def test_the_agents_write_work_topics_and_cannot_write_gpu_facts(secure: Setting
 
 
 def test_only_the_gpu_node_owns_its_transactional_ids(secure: Settings) -> None:
-    txn = {"transactional.id": f"{acls.GPU_TRANSACTIONAL_ID_PREFIX}{uuid.uuid4().hex[:6]}"}
+    own = secure.topology.own(acls.GPU_TRANSACTIONAL_ID_PREFIX)  # behind the topic prefix
+    txn = {"transactional.id": f"{own}{uuid.uuid4().hex[:6]}"}
     with pytest.raises(KafkaException) as refused:
         kafka.producer(_as(secure, acls.PRODUCER), **txn).init_transactions(30)
     assert refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -168,7 +169,7 @@ def test_the_monitor_reads_lag_but_not_records(secure: Settings) -> None:
     refused = _read_error(monitor, topo.name(DLQ), _is_topic_answer)
     assert refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     # A group that committed on docs.dlq: the monitor sees its lag, counted offsets.
-    dlq_group = f"{secure.topics.prefix}{secure.dlq.replay_group}"
+    dlq_group = secure.dlq_replay_group
     consumer = kafka.consumer(_as(secure, acls.DLQ_REPLAY), dlq_group)
     consumer.commit(offsets=[TopicPartition(topo.name(DLQ), 0, 0)], asynchronous=False)
     consumer.close()
@@ -340,7 +341,7 @@ def test_up_secure_runs_every_operation_with_no_secret_in_any_log(
     lag_tables = printed[max(0, printed.find("total lag") - 300) :]
     agents_log = (b.data_dir.parent / "up-logs" / "agents.log").read_text(errors="replace")
     agents_end = "\n".join(ln for ln in agents_log.splitlines() if "%3|" not in ln)[-3000:]
-    for group in (secure.topology.agents_app, secure.node.group_id):
+    for group in (secure.topology.agents_app, secure.gpu_group):
         assert re.search(rf"group {re.escape(group)} \(\w+\), total lag 0 records", printed), (
             f"{lag_tables[-6000:]}\n--- agents.log ---\n{agents_end}"
         )
