@@ -24,6 +24,7 @@ claim_check.py's. A page that does not parse raises (RecordError): RecordHandlin
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Callable
@@ -140,8 +141,15 @@ class Deliver:
         result, value = self.claim_check.apply(aggregated, reserve)
         log.info("deliver: doc %s %s, %d of %d pages", doc_id, result.status, len(states),
                  result.page_count)  # fmt: skip
-        emit = next_record(self.topology.name(RESULTS), doc_id, result, origin, step,
-                           value=value)  # fmt: skip
+        # A document ended again, upgraded (a failed page's dead letter replayed), ends on
+        # a record with the event id of the one it ended on before (a dead letter keeps
+        # its record's headers): the result's id derives from what it says too (not when:
+        # completed_at), so a new result has a new id and webhook idempotency key, and a
+        # redone one the same.
+        says = result.model_dump_json(exclude={"completed_at"}).encode()
+        content = hashlib.sha256(says).hexdigest()[:16]
+        emit = next_record(self.topology.name(RESULTS), doc_id, result, origin,
+                           f"{step}:{content}", value=value)  # fmt: skip
         emits = [emit]
         if callback is not None:
             emits.append(webhook_record(self.topology, result, emit, callback, origin, step))

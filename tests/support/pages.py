@@ -10,8 +10,9 @@ from typing import Any
 from confluent_kafka import Message
 from PIL import Image
 
-from schemas import PageState, Stage, encode
+from schemas import PageState, Stage
 from streams.kafka import clients as kafka
+from streams.kafka.envelope import first_record
 from streams.settings import ModelSettings, NodeSettings, Settings
 from streams.topics import FACTS_BY_STAGE, WORK_BY_STAGE, Topology
 
@@ -54,16 +55,21 @@ def png_bytes(image: Image.Image) -> bytes:
 
 
 def produce(
-    settings: Settings, topic: str, values: list[tuple[bytes | None, bytes | None]]
+    settings: Settings,
+    topic: str,
+    values: list[tuple[bytes | None, bytes | None]],
+    headers: list[list[tuple[str, bytes]]] | None = None,
 ) -> None:
     producer = kafka.producer(settings.kafka)
-    for key, value in values:
-        producer.produce(topic, value, key)
+    for n, (key, value) in enumerate(values):
+        producer.produce(topic, value, key, headers=None if headers is None else headers[n])
     assert producer.flush(30) == 0
 
 
 def produce_pages(settings: Settings, topic: str, pages: list[PageState]) -> None:
-    produce(settings, topic, [(p.doc_id.encode(), encode(p)) for p in pages])
+    """The pages as ingest writes them: with the envelope's headers (event id, trace)."""
+    records = [first_record(topic, p.doc_id, p) for p in pages]
+    produce(settings, topic, [(r.key, r.value) for r in records], [r.headers for r in records])
 
 
 def read_committed(

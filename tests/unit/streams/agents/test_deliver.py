@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -215,6 +216,27 @@ def test_a_failed_page_replayed_with_a_result_ends_its_document_again_upgraded()
     deliver.mark_delivered(0, "up", table)
     assert {k for k in table if k.startswith("up")} == {"up"}
     assert _run(deliver, _origin(_page("up", 3, 3)), table) == []
+
+
+def test_an_upgraded_end_has_its_own_idempotency_key_though_its_record_has_the_same_id() -> None:
+    # A replayed dead letter keeps its record's headers, event id included: the page's
+    # result comes back with the id its error had. Before, the upgraded result derived
+    # the same event id, so the same idempotency key, and a receiver that dedupes on
+    # it dropped the upgrade.
+    deliver, table = _deliver(Clock()), dict[str, Any]()
+    callback = {"callback": HttpUrl("https://example.com/h")}
+    same_id = ((headers.EVENT_ID, b"a4d0c4b4-1b5e-4c4e-9c55-3a1f6a1d2b10"),)
+
+    def with_id(page: PageState) -> Origin:
+        return dataclasses.replace(_origin(page), headers=same_id)
+
+    _run(deliver, _origin(_page("up", 1, 2).model_copy(update=callback)), table)
+    failed = deliver.handle(with_id(_failed("up", 2, 2)), table)
+    deliver.mark_delivered(0, "up", table, failed.unfinished["up"])
+    upgraded = deliver.handle(with_id(_page("up", 2, 2)), table)
+    (before,), (after,) = _webhooks(failed), _webhooks(upgraded)
+    assert (before.result.status, after.result.status) == ("partial", "completed")
+    assert before.idempotency_key != after.idempotency_key
 
 
 def _tick(partition: int) -> Origin:
