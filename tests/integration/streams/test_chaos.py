@@ -13,7 +13,9 @@ from bench.chaos import ChaosPlan, run_chaos
 from streams.settings import BrokerSettings, Settings
 from tests.conftest import _TestEnv
 
-pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.serial]  # kills and restarts
+# They kill and restart only their own processes (and this xdist worker's own broker):
+# safe beside the other worker's tests, one after the other on one worker.
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.xdist_group("chaos")]
 
 
 def test_every_document_ends_once_through_kills_and_a_broker_restart(

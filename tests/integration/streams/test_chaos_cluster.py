@@ -21,7 +21,9 @@ from streams.operations import topics_apply
 from streams.settings import BlobSettings, BrokerSettings, KafkaSettings, Settings
 from streams.topics import RESULTS
 
-pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.serial]  # kills and restarts
+# They kill and restart only their own processes (and this xdist worker's own broker):
+# safe beside the other worker's tests, one after the other on one worker.
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.xdist_group("chaos")]
 
 
 @pytest.fixture
