@@ -29,6 +29,11 @@ ERROR_FAILED_AT = ERROR_PREFIX + "failed_at"
 # Only when the original value was left out of the dead letter (it would not fit in
 # a Kafka record): the value's size in bytes.
 VALUE_DROPPED = ERROR_PREFIX + "value.dropped"
+# Only when the original record's own headers were left out too (they alone would not
+# fit): their size in bytes. The error headers above always travel.
+HEADERS_DROPPED = ERROR_PREFIX + "headers.dropped"
+# Only when even the original key was left out (it alone would not fit): its size.
+KEY_DROPPED = ERROR_PREFIX + "key.dropped"
 
 ERROR_HEADERS = (
     ERROR_TOPIC,

@@ -22,8 +22,9 @@ from gpu_node.node.metrics import NodeMetrics
 from gpu_node.node.ordering import OffsetOrder, Slot
 from gpu_node.node.stages import StageOutcome
 from gpu_node.node.tasks import Task
-from schemas import BlobRef, PageState, Stage, headers
+from schemas import PageState, Stage, headers
 from streams.blobs import BlobStore
+from streams.claim_check import ClaimCheck
 from streams.kafka.envelope import Origin, Outgoing, error_message, next_record
 from streams.kafka.faults import DeadLetters, OutputTooLargeError, is_worlds_fault
 from streams.routing import stages_for
@@ -59,7 +60,7 @@ class Outcomes:
     ) -> None:
         self.settings = settings
         self.order = order
-        self.blobs = blobs
+        self.claim_check = ClaimCheck(blobs, settings.max_output_bytes)
         self.metrics = metrics
         self.facts_topic = facts_topic
         self.stage_of_output = {t: s for s, t in facts_topic.items()}
@@ -102,7 +103,7 @@ class Outcomes:
         if out.size_bytes > self.settings.max_output_bytes and page.ocr is not None:
             # A dense page's OCR can outgrow a record on its own: it travels as a claim
             # check, like the page's image (the blob store being down is retried).
-            page = page.model_copy(update={"ocr": None, "ocr_ref": self._store_ocr(page)})
+            page = self.claim_check.ocr_by_reference(page)
             out = self._fact(task, page)
         if out.size_bytes > self.settings.max_output_bytes:
             # Raised before the slot is resolved: the caller dead-letters the task.
@@ -127,15 +128,6 @@ class Outcomes:
         if task.model_s:
             out.headers.append((headers.MODEL_MS, f"{task.model_s * 1000:.1f}".encode()))
         return out
-
-    def _store_ocr(self, page: PageState) -> BlobRef:
-        assert page.ocr is not None  # noqa: S101 - checked by the caller
-        data = page.ocr.model_dump_json().encode()
-        stored = self.blobs.put(data)
-        log.info("doc %s page %d: OCR result (%d bytes) moved to the blob store",
-                 page.doc_id, page.page_no, len(data))  # fmt: skip
-        return BlobRef(uri=stored.uri, sha256=stored.sha256, media_type="application/json",
-                       size_bytes=stored.size_bytes)  # fmt: skip
 
     def dead_letter(self, task: Task, exc: BaseException) -> None:
         """The record's fault: a dead letter, and the page back on its facts topic with

@@ -7,7 +7,6 @@
     deliver       a document's pages -> one DocumentResult (and its webhook record)
     deliver_table deliver's table entries: pages per document, markers, expiry
     aggregate     the pages of a document -> its DocumentResult
-    claim_check   results too large for a record leave their bulk in the blob store
     notify        POSTs the webhook records
     handling      per-record handling: world errors retried, the record's dead-lettered
     pipeline      acknowledgement windows: inputs acked in order as outputs are

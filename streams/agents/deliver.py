@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from schemas import PageState, decode, headers
 from streams.agents import progress
 from streams.agents.aggregate import document_result
-from streams.agents.claim_check import ClaimCheck
 from streams.agents.deliver_table import DocumentEntries, Entry, Table, Unfinished
 from streams.blobs import BlobStore
+from streams.claim_check import ClaimCheck
 from streams.kafka.envelope import Origin, Outgoing, next_record
 from streams.topics import RESULTS, Topology
 from streams.webhooks.record import webhook_record

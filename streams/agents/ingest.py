@@ -31,6 +31,7 @@ from schemas.pages import BlobRef
 from streams import media
 from streams.agents import progress
 from streams.blobs import BlobStore
+from streams.claim_check import ClaimCheck
 from streams.client.submit import stable_doc_id
 from streams.kafka.envelope import Origin, Outgoing, error_message, next_record
 from streams.kafka.faults import DeadLetters, is_worlds_fault
@@ -60,6 +61,7 @@ class Ingest:
         self.progress = progress  # also write docs.progress (streams/agents/progress.py)
         self.topology = topology
         self.blobs = blobs
+        self.claim_check = ClaimCheck(blobs, dead_letters.max_record_bytes)
         # Beside its dead letter, a document that cannot be split ends `failed`.
         self.dead_letters = dead_letters
         self.renderer = renderer
@@ -127,9 +129,17 @@ class Ingest:
                 else {"error": f"text layer: {refusal}"}
             )
         out = []
-        for page_no, state in sorted(states.items()):
-            topic = self.topology.name(next_step(state).topic)
-            out.append(next_record(topic, doc_id, state, origin, f"page{page_no}"))
+        for page_no, page in sorted(states.items()):
+            topic = self.topology.name(next_step(page).topic)
+            record = next_record(topic, doc_id, page, origin, f"page{page_no}")
+            if page.ocr is not None and not record.fits(self.dead_letters.max_record_bytes):
+                # A dense text layer (100,000 characters a page) outgrows a record on its
+                # own: the page carries its OCR by reference, as the GPU node's do.
+                state = self.claim_check.ocr_by_reference(page)
+                record = next_record(topic, doc_id, state, origin, f"page{page_no}")
+            else:
+                state = page
+            out.append(record)
             if self.progress:
                 out += progress.page_moved(self.topology, state, topic, origin)
         log.info("ingest: doc %s %s, %d bytes, %d pages, %d from the text layer", doc_id,

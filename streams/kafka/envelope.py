@@ -252,9 +252,10 @@ def dead_letter(
     """`origin`'s key and value untouched, plus headers saying where it came from and why
     it failed (so `pagestream dlq replay` can put it back exactly as it was).
 
-    Above `max_bytes` the value is left out and `VALUE_DROPPED` gives its size: the
-    coordinates and the reason always travel, and the source offset still holds the
-    value while its topic retains it.
+    Above `max_bytes` the value is left out and `VALUE_DROPPED` gives its size (then the
+    record's own headers, then its key: `fit_dead_letter`): the coordinates and the
+    reason always travel, and the source offset still holds the value while its topic
+    retains it.
     """
     stack = "".join(traceback.format_exception(exc))[-_MAX_STACKTRACE_CHARS:]
     failed_at = (now or datetime.now(UTC)).isoformat()
@@ -282,9 +283,25 @@ def dead_letter(
 
 
 def fit_dead_letter(letter: Outgoing, max_bytes: int) -> Outgoing:
-    """`letter` as it is if it fits in `max_bytes`, else without its value and with a
-    header giving the value's size."""
-    if letter.fits(max_bytes) or letter.value is None:
+    """`letter` as it is if it fits in `max_bytes`; else without its value, then without
+    the original record's own headers, then without its key, each left out with a
+    header giving its size, until it fits. The error headers (the reason and the
+    original's coordinates) always travel: a dead letter that never fits would be
+    retried forever."""
+    if letter.fits(max_bytes):
         return letter
-    dropped = (headers.VALUE_DROPPED, str(len(letter.value)).encode())
-    return Outgoing(letter.topic, letter.key, None, [*letter.headers, dropped])
+    said: list[Header] = []
+    if letter.value is not None:
+        said.append((headers.VALUE_DROPPED, str(len(letter.value)).encode()))
+    slim = Outgoing(letter.topic, letter.key, None, [*letter.headers, *said])
+    if slim.fits(max_bytes):
+        return slim
+    errors = [(k, v) for k, v in letter.headers if k.startswith(headers.ERROR_PREFIX)]
+    own = sum(len(k) + len(v) for k, v in letter.headers if not k.startswith(headers.ERROR_PREFIX))
+    if own:
+        said.append((headers.HEADERS_DROPPED, str(own).encode()))
+    slim = Outgoing(letter.topic, letter.key, None, [*errors, *said])
+    if slim.fits(max_bytes) or letter.key is None:
+        return slim
+    said.append((headers.KEY_DROPPED, str(len(letter.key)).encode()))
+    return Outgoing(letter.topic, None, None, [*errors, *said], partition=letter.partition)

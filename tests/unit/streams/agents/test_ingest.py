@@ -21,6 +21,7 @@ from schemas import (
     encode,
 )
 from schemas import headers as h
+from schemas.pages import OcrResult
 from streams.agents.ingest import Ingest
 from streams.blobs import BlobStore
 from streams.kafka.envelope import Origin
@@ -175,6 +176,28 @@ def test_ocr_answers_born_digital_pages_from_the_text_layer_and_renders_only_the
         assert page.image.media_type == "application/pdf"
         assert ingest.blobs.get(page.image.uri) == data
     assert pages[1].ocr is None and pages[1].image.media_type == "image/png"
+
+
+def test_a_text_layer_page_too_large_for_a_record_carries_its_ocr_by_reference(
+    tmp_path: Path, renderer: Renderer
+) -> None:
+    # Before: the page's record was over the record limit, so RecordHandling replaced
+    # every output of the document with one dead letter (no result, no webhook).
+    from synth.pdf import report_pages, text_pdf
+
+    spec = report_pages(9, 1)[0]
+    blobs = BlobStore(str(tmp_path / "blobs"))
+    small = DeadLetters(TOPO.name(DLQ), group="g", max_record_bytes=4_000)
+    ingest = Ingest(TOPO, blobs, dead_letters=small, renderer=renderer, max_pixels=10_000_000,
+                    budget=Budget(max_pixels=10**9, max_bytes=10**9))  # fmt: skip
+    sub = _submitted(text_pdf([spec]), doc_id="dense", operation="ocr",
+                     options={"auto_rotate": False})  # fmt: skip
+    (out,) = ingest.handle(_origin(sub))
+    assert out.topic != TOPO.name(DLQ) and out.fits(4_000)
+    page = decode(PageState, out.value)
+    assert page.ocr is None and page.ocr_ref is not None
+    stored = OcrResult.model_validate_json(blobs.get(page.ocr_ref.uri))
+    assert stored.source == "text_layer" and stored.text == spec.text()
 
 
 def test_text_layer_never_renders_every_page_and_only_renders_none(ingest: Ingest) -> None:

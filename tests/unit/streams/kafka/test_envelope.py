@@ -63,8 +63,8 @@ def test_error_message_is_one_bounded_line():
     assert error_message(ValueError()) == "ValueError"
 
 
-def _origin(*pairs: tuple[str, bytes], value: bytes = b"{}") -> Origin:
-    return Origin("docs.raw", 1, 9, None, b"doc-1", value, pairs)
+def _origin(*pairs: tuple[str, bytes], value: bytes = b"{}", key: bytes = b"doc-1") -> Origin:
+    return Origin("docs.raw", 1, 9, None, key, value, pairs)
 
 
 def test_each_hop_keeps_the_trace_and_opens_a_child_span() -> None:
@@ -124,6 +124,26 @@ def test_a_dead_letter_too_large_for_a_record_drops_its_value_and_says_so() -> N
     assert dropped.header(headers.VALUE_DROPPED) == "50000"
     assert dropped.header(headers.ERROR_EXCEPTION_MESSAGE) == "v"
     assert dropped.size_bytes <= 20_000
+
+
+def test_a_dead_letter_of_a_record_with_huge_headers_or_key_still_fits() -> None:
+    # Before: the letter copied every header of its record, so ~1 MB of headers made a
+    # dead letter that never fit, and its send was retried forever.
+    big_headers = [(f"h{n}", b"y" * 10_000) for n in range(100)]  # ~1 MB
+    origin = _origin((headers.EVENT_ID, b"e1"), *big_headers, value=b"x" * 10)
+    letter = dead_letter(origin, dlq_topic="docs.dlq", stage="route", group="g",
+                         exc=ValueError("v"), max_bytes=1_000_000)  # fmt: skip
+    assert letter.fits(1_000_000) and letter.key == origin.key
+    assert letter.header(headers.VALUE_DROPPED) == "10"
+    assert int(letter.header(headers.HEADERS_DROPPED) or 0) > 1_000_000
+    assert letter.header("h1") is None and letter.header(headers.EVENT_ID) is None
+    for name in headers.ERROR_HEADERS:  # the reason and the coordinates always travel
+        assert letter.header(name) is not None, name
+    huge_key = _origin(value=b"x", key=b"k" * 1_100_000)
+    letter = dead_letter(huge_key, dlq_topic="docs.dlq", stage="route", group="g",
+                         exc=ValueError("v"), max_bytes=1_000_000)  # fmt: skip
+    assert letter.fits(1_000_000) and letter.key is None
+    assert letter.header(headers.KEY_DROPPED) == "1100000"
 
 
 def _result() -> DocumentResult:

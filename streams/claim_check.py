@@ -1,10 +1,13 @@
-"""deliver's claim checks: a DocumentResult too large for a record leaves its bulk in the
-blob store.
+"""Claim checks: what would not fit in a record leaves its bulk in the blob store, and the
+record carries a reference (`BlobRef`) instead.
 
-A long OCR'd document's pages (then its Markdown) move to the blob store and the record
-keeps the summary and references (`pages_ref`, `markdown_ref`), so a result always
-fits in a record with room for its webhook record. Without a blob store or a record
-limit, results travel whole.
+- A DocumentResult (deliver): a long OCR'd document's pages (then its Markdown) move to
+  the blob store and the record keeps the summary and references (`pages_ref`,
+  `markdown_ref`), so a result always fits in a record with room for its webhook
+  record. Without a blob store or a record limit, results travel whole.
+- A page's OCR result (ingest for pages read from their text layer, the GPU node for
+  the others): a dense page's OCR can outgrow a record on its own; it moves to the
+  blob store and the page carries `ocr_ref`.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 
-from schemas import DocumentResult, encode
+from schemas import DocumentResult, PageState, encode
 from schemas.pages import BlobRef
 from streams.blobs import BlobStore
 from streams.kafka.envelope import RECORD_OVERHEAD_BYTES
@@ -46,12 +49,22 @@ class ClaimCheck:
             value = encode(result)
         return result, value
 
+    def ocr_by_reference(self, page: PageState) -> PageState:
+        """`page` with its OCR result in the blob store, referenced by `ocr_ref`."""
+        assert page.ocr is not None  # noqa: S101 - callers move only an OCR result there is
+        data = page.ocr.model_dump_json().encode()
+        ref = self._store(data, "application/json")
+        log.info("doc %s page %d: OCR result (%d bytes) moved to the blob store",
+                 page.doc_id, page.page_no, len(data))  # fmt: skip
+        return page.model_copy(update={"ocr": None, "ocr_ref": ref})
+
     def _fits(self, value: bytes, reserve: int = 0) -> bool:
         assert self.max_record_bytes is not None  # noqa: S101 - checked by the caller
         return len(value) + reserve + RECORD_OVERHEAD_BYTES * 4 <= self.max_record_bytes
 
     def _store(self, data: bytes, media_type: str) -> BlobRef:
-        assert self.blobs is not None  # noqa: S101 - checked by the caller
+        if self.blobs is None:
+            raise ValueError("a claim check needs a blob store")
         stored = self.blobs.put(data)
         return BlobRef(uri=stored.uri, sha256=stored.sha256, media_type=media_type,
                        size_bytes=stored.size_bytes)  # fmt: skip

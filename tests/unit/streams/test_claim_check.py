@@ -8,8 +8,8 @@ from pathlib import Path
 
 from schemas import DocumentResult, Operation, encode
 from schemas.results import PageResult
-from streams.agents.claim_check import ClaimCheck
 from streams.blobs import BlobStore
+from streams.claim_check import ClaimCheck
 
 
 def _result(pages: int, text: str) -> DocumentResult:
