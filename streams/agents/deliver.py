@@ -29,14 +29,16 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
-from schemas import PageState, decode, headers
+from schemas import DocumentResult, PageState, decode, encode, headers
 from streams.agents import progress
 from streams.agents.aggregate import document_result
 from streams.agents.deliver_table import DocumentEntries, Entry, Table, Unfinished
 from streams.blobs import BlobStore
 from streams.claim_check import ClaimCheck
 from streams.kafka.envelope import Origin, Outgoing, next_record
+from streams.kafka.faults import is_worlds_fault
 from streams.topics import RESULTS, Topology
 from streams.webhooks.record import webhook_record
 
@@ -136,9 +138,22 @@ class Deliver:
         callback = next((str(p.callback) for p in states if p.callback), None)
         # The webhook record carries the result and the callback: room for both.
         reserve = 0 if callback is None else len(callback.encode()) + _WEBHOOK_OVERHEAD_BYTES
-        aggregated = document_result(states, min_confidence=self.min_confidence,
-                                     missing_reason=missing_reason)  # fmt: skip
-        result, value = self.claim_check.apply(aggregated, reserve)
+        try:
+            aggregated = document_result(states, min_confidence=self.min_confidence,
+                                         missing_reason=missing_reason)  # fmt: skip
+            result, value = self.claim_check.apply(aggregated, reserve)
+        except Exception as exc:
+            if is_worlds_fault(exc):
+                raise  # the blob store unavailable: the record is tried again
+            # The document's own fault (a result too large even for the blob store, say):
+            # it still ends, once, failed and without its pages, saying why. Raising
+            # would dead-letter the record, and a tick's record ends every overdue
+            # document of its partition: one such document would stop them all, on
+            # every tick.
+            log.warning("deliver: doc %s cannot end with its pages (%s): it ends failed",
+                        doc_id, type(exc).__name__)  # fmt: skip
+            result = _bare_failure(doc_id, states, exc)
+            value = encode(result)
         log.info("deliver: doc %s %s, %d of %d pages", doc_id, result.status, len(states),
                  result.page_count)  # fmt: skip
         # A document ended again, upgraded (a failed page's dead letter replayed), ends on
@@ -185,3 +200,17 @@ class Deliver:
         """Replaces a document's entries by a marker that absorbs later duplicates; a
         document that ended `unfinished` keeps its pages beside the marker."""
         self.entries.mark_delivered(partition, doc_id, table, unfinished)
+
+
+def _bare_failure(doc_id: str, states: list[PageState], exc: BaseException) -> DocumentResult:
+    """The smallest terminal result of a document whose result could not be built."""
+    first = min(states, key=lambda p: p.page_no)
+    return DocumentResult(
+        doc_id=doc_id,
+        operation=first.operation,
+        status="failed",
+        page_count=first.page_count,
+        errors=[f"deliver: no result could be built: {type(exc).__name__}"],
+        submitted_at=first.submitted_at,
+        completed_at=datetime.now(UTC),
+    )

@@ -313,6 +313,43 @@ def test_entries_written_by_the_previous_layout_still_complete() -> None:
     assert [p.page_no for p in decode(DocumentResult, emit.value or b"").pages] == [1, 2]
 
 
+def test_a_document_that_cannot_end_with_its_pages_ends_failed_and_the_tick_goes_on(
+    tmp_path,
+) -> None:
+    # One overdue document's result is too large even for the blob store. Before, its
+    # end raised, the tick was dead-lettered, and no overdue document of the partition
+    # ever ended, on any tick.
+    from schemas.pages import OcrResult
+    from streams.blobs import BlobStore
+
+    clock = Clock()
+    store = BlobStore(str(tmp_path / "blobs"), max_blob_bytes=4_000)
+    deliver = Deliver(TOPO, min_confidence=0.6, delivered_ttl_s=TTL_S, deadline_s=DEADLINE_S,
+                      blobs=store, max_record_bytes=8_000, clock=clock)  # fmt: skip
+    table = dict[str, Any]()
+    # Two doc ids of one partition: one tick ends both.
+    plain = next(f"plain-{n}" for n in range(100)
+                 if partition_for(f"plain-{n}".encode(), PAGES_DONE.partitions)
+                 == partition_for(b"huge", PAGES_DONE.partitions))  # fmt: skip
+    partition = partition_for(b"huge", PAGES_DONE.partitions)
+    huge = _page("huge", 1, 2).model_copy(
+        update={"ocr": OcrResult(text="lorem ipsum " * 2_000, confidence=0.9)}
+    )
+    assert _run(deliver, _origin(huge, partition), table) == []
+    assert _run(deliver, _origin(_page(plain, 1, 2), partition), table) == []
+    clock.now += DEADLINE_S + 1
+    outcome = deliver.handle(_tick(partition), table)
+    ended = {r.doc_id: r for r in (decode(DocumentResult, e.value or b"")
+                                   for e in _result_emits(outcome))}  # fmt: skip
+    assert sorted(outcome.completed) == sorted(["huge", plain])
+    assert ended[plain].status == "partial" and len(ended[plain].pages) == 2
+    assert (ended["huge"].status, ended["huge"].pages, ended["huge"].page_count) == (
+        "failed", [], 2,
+    )  # fmt: skip
+    assert ended["huge"].errors == ["deliver: no result could be built: BlobTooLargeError"]
+    assert all(e.fits(8_000) for e in outcome.emits)
+
+
 def test_a_result_too_large_for_a_record_moves_its_pages_to_the_blob_store(tmp_path) -> None:
     from schemas.pages import OcrResult
     from schemas.results import PageResult
