@@ -156,7 +156,8 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
             key_type=bytes,
             value_type=bytes,
             partitions=PAGES_DONE.partitions,
-        )
+        ),
+        max_record_bytes=settings.kafka.max_record_bytes,
     )
 
     submit = _submitter(app)

@@ -37,7 +37,7 @@ from streams.agents.aggregate import document_result
 from streams.agents.deliver_table import DocumentEntries, Entry, Table, Unfinished
 from streams.blobs import BlobStore
 from streams.claim_check import ClaimCheck
-from streams.kafka.envelope import Origin, Outgoing, next_record
+from streams.kafka.envelope import RECORD_OVERHEAD_BYTES, Origin, Outgoing, next_record
 from streams.kafka.faults import is_worlds_fault
 from streams.topics import RESULTS, Topology
 from streams.webhooks.record import webhook_record
@@ -91,7 +91,7 @@ class Deliver:
         self.entries.expire(origin.partition, table)
         if origin.header(headers.SCHEMA) == headers.TICK_SCHEMA:
             return self._end_overdue(origin, table)
-        page = decode(PageState, origin.value)
+        page = self._fit_for_table(decode(PageState, origin.value), len(origin.value or b""))
         entry = self.entries.entry(page.doc_id, table)
         if entry.get("delivered"):
             return self._after_end(page, entry, origin, table)
@@ -105,6 +105,17 @@ class Deliver:
         ended = self._end(page.doc_id, states, origin, STAGE)
         ended.emits.extend(self._page_done(page, len(seen) + 1, origin))
         return ended
+
+    def _fit_for_table(self, page: PageState, size: int) -> PageState:
+        """`page`, its OCR by reference if the page would not fit in a record of the
+        table's changelog beside its key and the document's entry (`size`: the page's
+        JSON as it arrived, which the table writes again)."""
+        limit = self.claim_check.max_record_bytes
+        if page.ocr is None or limit is None or self.claim_check.blobs is None:
+            return page
+        if size + 2 * RECORD_OVERHEAD_BYTES <= limit:
+            return page
+        return self.claim_check.ocr_by_reference(page)
 
     def _page_done(self, page: PageState, pages_done: int, origin: Origin) -> list[Outgoing]:
         if not self.progress:

@@ -1,4 +1,12 @@
-"""deliver's page table as a str -> JSON mapping over faust's raw (bytes) table."""
+"""deliver's page table as a str -> JSON mapping over faust's raw (bytes) table.
+
+Every write is a record on the table's changelog, produced by faust's own producer: a
+value over the record limit there is not refused, it crashes the worker (faust's
+producer buffer raises MessageSizeTooLargeError out of the app), and the next owner of
+the partition crashes on the same record. So a write measures the record first, as
+it will be written (UTF-8 JSON, not escaped: a CJK page would double in size), and an
+entry that would not fit is the record's fault, raised before faust sees it.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +14,16 @@ import json
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
+from streams.kafka.envelope import RECORD_OVERHEAD_BYTES
+from streams.kafka.faults import OutputTooLargeError
+
 
 class JsonTable(MutableMapping[str, Any]):
     """A faust table with str keys and JSON values over the app's raw (bytes) serializers."""
 
-    def __init__(self, table: Any) -> None:
+    def __init__(self, table: Any, *, max_record_bytes: int | None = None) -> None:
         self._table = table
+        self._max_record_bytes = max_record_bytes
 
     def __getitem__(self, key: str) -> Any:
         raw = self._table.get(key.encode())
@@ -20,7 +32,15 @@ class JsonTable(MutableMapping[str, Any]):
         return json.loads(raw)
 
     def __setitem__(self, key: str, value: Any) -> None:
-        self._table[key.encode()] = json.dumps(value, separators=(",", ":")).encode()
+        raw_key = key.encode()
+        raw = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+        size = len(raw_key) + len(raw) + RECORD_OVERHEAD_BYTES
+        if self._max_record_bytes is not None and size > self._max_record_bytes:
+            raise OutputTooLargeError(
+                f"deliver's table entry {key!r} would be a {size}-byte changelog record, "
+                f"over the record limit of {self._max_record_bytes}"
+            )
+        self._table[raw_key] = raw
 
     def __delitem__(self, key: str) -> None:
         del self._table[key.encode()]

@@ -332,10 +332,13 @@ def test_a_document_that_cannot_end_with_its_pages_ends_failed_and_the_tick_goes
                  if partition_for(f"plain-{n}".encode(), PAGES_DONE.partitions)
                  == partition_for(b"huge", PAGES_DONE.partitions))  # fmt: skip
     partition = partition_for(b"huge", PAGES_DONE.partitions)
-    huge = _page("huge", 1, 2).model_copy(
-        update={"ocr": OcrResult(text="lorem ipsum " * 2_000, confidence=0.9)}
-    )
-    assert _run(deliver, _origin(huge, partition), table) == []
+    # Each page fits a record; together (with the Markdown) they outgrow one, and their
+    # JSON outgrows the blob store's limit too.
+    for n in (1, 2):
+        huge = _page("huge", n, 3).model_copy(
+            update={"ocr": OcrResult(text="lorem ipsum " * 250, confidence=0.9)}
+        )
+        assert _run(deliver, _origin(huge, partition), table) == []
     assert _run(deliver, _origin(_page(plain, 1, 2), partition), table) == []
     clock.now += DEADLINE_S + 1
     outcome = deliver.handle(_tick(partition), table)
@@ -344,10 +347,36 @@ def test_a_document_that_cannot_end_with_its_pages_ends_failed_and_the_tick_goes
     assert sorted(outcome.completed) == sorted(["huge", plain])
     assert ended[plain].status == "partial" and len(ended[plain].pages) == 2
     assert (ended["huge"].status, ended["huge"].pages, ended["huge"].page_count) == (
-        "failed", [], 2,
+        "failed", [], 3,
     )  # fmt: skip
     assert ended["huge"].errors == ["deliver: no result could be built: BlobTooLargeError"]
     assert all(e.fits(8_000) for e in outcome.emits)
+
+
+def test_a_page_too_large_for_the_tables_changelog_is_kept_with_its_ocr_by_reference(
+    tmp_path,
+) -> None:
+    # A page near the record limit: its table entry keeps its OCR in the blob store (the
+    # changelog record must fit with room for the key and faust's framing), and the
+    # result refers to it, instead of a changelog record faust would refuse.
+    from schemas.pages import OcrResult
+    from streams.agents.table import JsonTable
+    from streams.blobs import BlobStore
+
+    store = BlobStore(str(tmp_path / "blobs"))
+    deliver = Deliver(TOPO, min_confidence=0.6, delivered_ttl_s=TTL_S,
+                      blobs=store, max_record_bytes=20_000)  # fmt: skip
+    table = JsonTable(dict[bytes, bytes](), max_record_bytes=20_000)
+    dense = _page("dense", 1, 2).model_copy(
+        update={"ocr": OcrResult(text="文書" * 3_000, confidence=0.9)}  # 18 KB of UTF-8
+    )
+    assert _run(deliver, _origin(dense), table) == []
+    (emit,) = _run(deliver, _origin(_page("dense", 2, 2)), table)
+    result = decode(DocumentResult, emit.value or b"")
+    first = result.pages[0]
+    assert result.status == "completed" and first.ocr is None and first.ocr_ref is not None
+    stored = OcrResult.model_validate_json(store.get(first.ocr_ref.uri))
+    assert stored.text == "文書" * 3_000
 
 
 def test_a_result_too_large_for_a_record_moves_its_pages_to_the_blob_store(tmp_path) -> None:
