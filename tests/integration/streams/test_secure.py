@@ -32,7 +32,6 @@ from streams.settings import (
     BlobSettings,
     BrokerSettings,
     KafkaSettings,
-    NodeSettings,
     Settings,
     TopicSettings,
 )
@@ -76,7 +75,6 @@ def secure(secure_broker: BrokerSettings, tmp_path: Path) -> Settings:
         broker=secure_broker,
         topics=TopicSettings(prefix=prefix),
         blobs=BlobSettings(root=str(tmp_path / "blobs")),
-        node=NodeSettings(group_id=f"{prefix}gpu"),
     )
     admin = kafka.admin(settings.kafka)
     topics_apply.apply(admin, settings.topology)
@@ -304,7 +302,6 @@ def test_up_secure_runs_every_operation_with_no_secret_in_any_log(
         PAGESTREAM_AGENTS__DATA_DIR=str(tmp_path / "agents"),
         PAGESTREAM_NODE__HTTP_PORT=str(_free_port()),
         PAGESTREAM_NODE__MAX_WAIT_MS="50",
-        PAGESTREAM_NODE__GROUP_ID=secure.node.group_id,
         COLUMNS="200",
     )
     # The parent knows no credentials of its own: each process gets its role's.

@@ -45,8 +45,6 @@ def test_up_runs_every_operation_prints_results_and_lag_then_stops_on_ctrl_c(
         PAGESTREAM_AGENTS__WEB_PORT=str(_free_port()),
         PAGESTREAM_NODE__HTTP_PORT=str(_free_port()),
         PAGESTREAM_NODE__MAX_WAIT_MS="50",
-        # Its own group: other tests' GPU nodes use the default one.
-        PAGESTREAM_NODE__GROUP_ID=f"{cli_env.topics.prefix}gpu",
         COLUMNS="200",
     )
     out_path = tmp_path / "up.out"
@@ -95,7 +93,8 @@ def test_up_runs_every_operation_prints_results_and_lag_then_stops_on_ctrl_c(
     # The lag of both groups.
     # Everything consumed, and both read 0: the commit markers the GPU node's
     # transactions leave after the agents' last committed offset are not lag.
-    for group in (f"{cli_env.topics.prefix}{cli_env.agents.app_id}", f"{cli_env.topics.prefix}gpu"):
+    # Both behind the test's prefix, as every group of a pipeline is.
+    for group in (cli_env.topology.agents_app, cli_env.gpu_group):
         pattern = rf"group {re.escape(group)} \(\w+\), total lag 0 records"
         assert re.search(pattern, printed), printed[-3000:]
 
