@@ -122,4 +122,4 @@ def dlq_replay(
     )  # fmt: skip
     verb = "would replay" if dry_run else "replayed"
     out.print(f"{verb} {report.replayed}, refused {report.refused}, "
-              f"not matching {report.skipped}")  # fmt: skip
+              f"not matching {report.skipped}, replayed before {report.before}")  # fmt: skip

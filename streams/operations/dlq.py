@@ -3,10 +3,17 @@
 Replay puts a record back on the topic it failed on (the `pagestream.error.topic`
 header) with its original key, value and headers, plus a replay count; a record
 already replayed `max_replays` times is refused, so a poison record cannot loop
-forever. Replay reads with its own consumer group and commits after each batch
-it sent, so an interrupted replay resumes where it stopped and a finished one is
-not repeated. Listing never commits. Nothing here prints record values: they are
+forever. Listing never commits. Nothing here prints record values: they are
 documents and may hold personal data.
+
+What "already replayed" means: a dead letter is replayed once by the replay group,
+whatever filters the runs use. The group's committed offset on a partition is the
+first dead letter it has not sent back (one a filter skipped, or one refused, which a
+later run with another filter or a higher `max_replays` may still send), and the
+commit's metadata lists the offsets after it that were sent back (`_Progress`). So a
+run with a filter never passes over the dead letters it skipped, a later run finds
+them, and nothing is sent back twice. Progress is committed after each batch the
+broker acknowledged: an interrupted replay resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -80,14 +87,17 @@ class Filter:
         return not (self.until is not None and (failed_at is None or failed_at > self.until))
 
 
-def _read(consumer: Consumer, topic: str, *, from_committed: bool) -> Iterator[DeadLetter]:
-    """Every dead letter up to the log end as of the start, from the group's committed
-    offsets or from the beginning. Partitions are assigned, not subscribed: one
-    operator command, no group rebalance to wait for."""
+def _partitions(consumer: Consumer, topic: str) -> list[TopicPartition]:
     parts = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
-    tps = [TopicPartition(topic, p) for p in parts]
+    return [TopicPartition(topic, p) for p in parts]
+
+
+def _read(consumer: Consumer, topic: str, starts: list[TopicPartition]) -> Iterator[DeadLetter]:
+    """Every dead letter up to the log end as of the start, from `starts` (a negative
+    offset: from the beginning). Partitions are assigned, not subscribed: one operator
+    command, no group rebalance to wait for."""
+    tps = [TopicPartition(topic, tp.partition) for tp in starts]
     ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in tps}
-    starts = consumer.committed(tps, timeout=10) if from_committed else tps
     consumer.assign(
         [
             TopicPartition(topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
@@ -128,7 +138,7 @@ def list_dead(settings: Settings, flt: Filter) -> list[DeadLetter]:
         **{"enable.auto.commit": False},
     )
     try:
-        return [d for d in _read(consumer, topic, from_committed=False) if flt.matches(d)]
+        return [d for d in _read(consumer, topic, _partitions(consumer, topic)) if flt.matches(d)]
     finally:
         consumer.close()
 
@@ -138,6 +148,61 @@ class ReplayReport:
     replayed: int = 0
     refused: int = 0  # replayed too often already, or the value was dropped
     skipped: int = 0  # did not match the filter
+    before: int = 0  # sent back by an earlier run of the group already
+
+
+_METADATA_CHARS = 3_500  # of the commit's metadata (brokers keep 4,096 by default)
+
+
+@dataclass
+class _Progress:
+    """A replay group on one partition: `position`, the first dead letter it has not
+    sent back, and `sent`, the offsets after it that it has (kept in the commit's
+    metadata as ranges, e.g. "3-7,9")."""
+
+    position: int
+    sent: set[int]
+
+    @classmethod
+    def committed(cls, tp: TopicPartition) -> _Progress:
+        sent: set[int] = set()
+        for part in (tp.metadata or "").split(","):
+            first, _, last = part.partition("-")
+            if first.isdigit() and (not last or last.isdigit()):
+                sent.update(range(int(first), int(last or first) + 1))
+        return cls(tp.offset, sent)  # negative: nothing committed, from the beginning
+
+    def advance(self, first_unsent: int | None, read_up_to: int) -> None:
+        """After a run that read up to `read_up_to` (exclusive) and left `first_unsent`
+        (or nothing) behind."""
+        self.position = read_up_to if first_unsent is None else first_unsent
+        self.sent = {o for o in self.sent if o >= self.position}
+
+    def metadata(self) -> str:
+        """The sent offsets as ranges; past the broker's limit the highest are left out
+        (those would be sent back again: at least once, never lost)."""
+        ranges: list[str] = []
+        size = 0
+        for first, last in _runs(sorted(self.sent)):
+            part = str(first) if first == last else f"{first}-{last}"
+            size += len(part) + 1
+            if size > _METADATA_CHARS:
+                break
+            ranges.append(part)
+        return ",".join(ranges)
+
+
+def _runs(offsets: list[int]) -> Iterator[tuple[int, int]]:
+    start = prev = None
+    for o in offsets:
+        if prev is not None and o == prev + 1:
+            prev = o
+            continue
+        if start is not None and prev is not None:
+            yield start, prev
+        start = prev = o
+    if start is not None and prev is not None:
+        yield start, prev
 
 
 def replay(
@@ -161,13 +226,24 @@ def replay(
     producer = None if dry_run else kafka.producer(settings.kafka)
     report = ReplayReport()
     dlq_topic = topo.name(DLQ)
-    positions: dict[int, int] = {}
     interval = 1.0 / rate_per_s if rate_per_s > 0 else 0.0
     next_send = time.monotonic()
     try:
-        for dead in _read(consumer, dlq_topic, from_committed=True):
-            positions[dead.partition] = dead.offset + 1
+        committed = consumer.committed(_partitions(consumer, dlq_topic), timeout=10)
+        progress = {tp.partition: _Progress.committed(tp) for tp in committed}
+        starts = [TopicPartition(dlq_topic, p, pr.position) for p, pr in progress.items()]
+        read_up_to: dict[int, int] = {}
+        first_unsent: dict[int, int] = {}
+        for dead in _read(consumer, dlq_topic, starts):
+            read_up_to[dead.partition] = dead.offset + 1
+            if dead.offset in progress[dead.partition].sent:
+                report.before += 1
+                continue
             verdict = _verdict(dead, flt, max_replays)
+            if verdict != "replay":
+                first_unsent.setdefault(dead.partition, dead.offset)
+            else:
+                progress[dead.partition].sent.add(dead.offset)
             if verdict == "replay":
                 target = dead.header(headers.ERROR_TOPIC)
                 assert target is not None  # noqa: S101 - _verdict checked it
@@ -189,9 +265,9 @@ def replay(
                 producer is not None
                 and (report.replayed + report.refused + report.skipped) % 100 == 0
             ):
-                _commit(producer, consumer, positions, dlq_topic)
+                _commit(producer, consumer, progress, first_unsent, read_up_to, dlq_topic)
         if producer is not None:
-            _commit(producer, consumer, positions, dlq_topic)
+            _commit(producer, consumer, progress, first_unsent, read_up_to, dlq_topic)
     finally:
         consumer.close()
     return report
@@ -215,12 +291,23 @@ def _verdict(dead: DeadLetter, flt: Filter, max_replays: int) -> str:
     return "replay"
 
 
-def _commit(producer: Producer, consumer: Consumer, positions: dict[int, int], topic: str) -> None:
+def _commit(
+    producer: Producer,
+    consumer: Consumer,
+    progress: dict[int, _Progress],
+    first_unsent: dict[int, int],
+    read_up_to: dict[int, int],
+    topic: str,
+) -> None:
     # Offsets only after the replayed records are acknowledged: a crash in between
     # replays them again (at-least-once; consumers dedupe), never loses them.
     remaining = producer.flush(30)
     if remaining:
         raise RuntimeError(f"{remaining} replayed records not acknowledged; progress not committed")
-    if positions:
-        offsets = [TopicPartition(topic, p, o) for p, o in positions.items()]
+    offsets = []
+    for p, up_to in read_up_to.items():
+        progress[p].advance(first_unsent.get(p), up_to)
+        offsets.append(TopicPartition(topic, p, progress[p].position,
+                                      metadata=progress[p].metadata()))  # fmt: skip
+    if offsets:
         consumer.commit(offsets=offsets, asynchronous=False)

@@ -78,9 +78,41 @@ def test_replay_dry_run_then_for_real_then_nothing_left(settings: Settings, dead
     assert h[headers.EVENT_ID] == b"e-doc-a"
     assert not any(k.startswith(headers.ERROR_PREFIX) for k in h)
 
-    # Progress is committed in the replay group: a second run finds nothing new.
+    # Progress is committed in the replay group: a second run sends nothing back twice.
+    # It still sees the dead letters it refused (a higher max_replays may send them)
+    # and the one its filter skipped (another filter may want it).
     again = dlq.replay(settings, flt)
-    assert (again.replayed, again.refused, again.skipped) == (0, 0, 0)
+    assert (again.replayed, again.refused, again.skipped) == (0, 2, 1)
+
+
+def test_a_filtered_replay_leaves_what_it_skipped_for_another_and_sends_nothing_twice(
+    settings: Settings,
+) -> None:
+    # Before: a replay with a filter committed past the dead letters it skipped, so a
+    # later replay with another filter found nothing.
+    topo = Topology(settings.topics.prefix)
+    topics_apply.apply(kafka.admin(settings.kafka), topo)
+    raw, classify = topo.name(RAW), topo.name(GPU_CLASSIFY)
+    records = [
+        _dead(raw, b"x1", b'{"x": 1}', "ingest", ValueError("corrupt")),
+        _dead(classify, b"y1", b'{"y": 1}', "classify", RuntimeError("model crashed")),
+        _dead(raw, b"x2", b'{"x": 2}', "ingest", ValueError("corrupt")),
+        _dead(classify, b"y2", b'{"y": 2}', "classify", RuntimeError("model crashed")),
+    ]
+    producer = kafka.producer(settings.kafka)
+    for key, value, hdrs in records:  # one partition: skipped and sent ones interleave
+        producer.produce(topo.name(DLQ), value, key, headers=hdrs, partition=0)
+    assert producer.flush(10) == 0
+
+    first = dlq.replay(settings, dlq.Filter(stage="ingest"))
+    assert (first.replayed, first.skipped) == (2, 2)
+    again = dlq.replay(settings, dlq.Filter(stage="ingest"))
+    assert (again.replayed, again.skipped, again.before) == (0, 2, 1)  # x2: sent already
+    other = dlq.replay(settings, dlq.Filter(stage="classify"))
+    assert (other.replayed, other.before) == (2, 1)
+    assert dlq.replay(settings, dlq.Filter()) == dlq.ReplayReport()  # nothing left
+    sent = read_committed(settings, [raw, classify], expect=4, settle_s=1)
+    assert sorted(m.key() for m in sent) == [b"x1", b"x2", b"y1", b"y2"]  # once each
 
 
 def test_cli_list_show_replay(cli_env: Settings, dead_letters: Topology):
