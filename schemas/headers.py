@@ -29,6 +29,8 @@ ERROR_FAILED_AT = ERROR_PREFIX + "failed_at"
 # Only when the original value was left out of the dead letter (it would not fit in
 # a Kafka record): the value's size in bytes.
 VALUE_DROPPED = ERROR_PREFIX + "value.dropped"
+# With it, when the value was kept in the blob store: its URI, which replay reads.
+VALUE_REF = ERROR_PREFIX + "value.ref"
 # Only when the original record's own headers were left out too (they alone would not
 # fit): their size in bytes. The error headers above always travel.
 HEADERS_DROPPED = ERROR_PREFIX + "headers.dropped"

@@ -120,6 +120,7 @@ class GpuNode:
                 group=settings.group_id,
                 max_record_bytes=settings.max_output_bytes,
                 counter=self.metrics.dead_letters,
+                blobs=blobs,
             ),
             # Looked up when called: the partitions need the scheduler, which needs
             # these outcomes.

@@ -129,7 +129,7 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
     # dead letters of every agent.
     dead_letters = DeadLetters(topo.name(DLQ), group=app_id,
                                max_record_bytes=settings.kafka.max_record_bytes,
-                               counter=metrics.dead_letters)  # fmt: skip
+                               counter=metrics.dead_letters, blobs=blobs)  # fmt: skip
     ingest = Ingest(topo, blobs, dead_letters=dead_letters, renderer=renderer,
                     max_pixels=agents.max_page_pixels, budget=budget,
                     progress=agents.progress_events)  # fmt: skip

@@ -110,7 +110,7 @@ class RecordHandling:
             return self._sent(sent.outputs)
         except MessageSizeTooLargeError as exc:
             # The broker's limit is below ours: the record's fault, not the world's.
-            outputs = [self._dead_letters.letter(stage, origin, exc, max_bytes=0)]
+            outputs = [self._dead_letters.letter(stage, origin, exc, without_value=True)]
         except Exception as exc:
             if not is_worlds_fault(exc):
                 raise
@@ -146,7 +146,7 @@ class RecordHandling:
         except MessageSizeTooLargeError as exc:
             # Refused before it left (over the producer's max request size): the
             # record's fault, as when the broker refuses it.
-            outputs = [self._dead_letters.letter(stage, origin, exc, max_bytes=0)]
+            outputs = [self._dead_letters.letter(stage, origin, exc, without_value=True)]
             return Sent(outputs, await self._submit(outputs))
 
     async def _send_or_dead_letter(
@@ -157,7 +157,7 @@ class RecordHandling:
         try:
             await self._send(outputs)
         except MessageSizeTooLargeError as exc:
-            outputs = [self._dead_letters.letter(stage, origin, exc, max_bytes=0)]
+            outputs = [self._dead_letters.letter(stage, origin, exc, without_value=True)]
             await self._send(outputs)
         return outputs
 

@@ -29,6 +29,9 @@ from streams.kafka.envelope import Origin, Outgoing, dead_letter, fit_dead_lette
 if TYPE_CHECKING:
     from prometheus_client import Counter
 
+    # Not at run time: streams/blobs.py imports this module (WorldError).
+    from streams.blobs import BlobStore
+
 log = logging.getLogger(__name__)
 
 
@@ -81,11 +84,16 @@ class DeadLetters:
         group: str,
         max_record_bytes: int,
         counter: Counter | None = None,
+        blobs: BlobStore | None = None,
     ) -> None:
         self.dlq_topic = dlq_topic
         self.group = group
         self.max_record_bytes = max_record_bytes
         self._counter = counter
+        # Where a value too large for its dead letter is kept, so replay can send the
+        # original bytes back (without one, the value is dropped and only its size says
+        # it was there).
+        self._blobs = blobs
 
     def letter(
         self,
@@ -94,22 +102,17 @@ class DeadLetters:
         exc: BaseException,
         *,
         attempts: int = 1,
-        max_bytes: int | None = None,
+        without_value: bool = False,
     ) -> Outgoing:
-        """`origin` as a dead letter for `exc`, its value dropped if the letter would not
-        fit in `max_bytes` (the record limit unless given: 0 always drops it)."""
+        """`origin` as a dead letter for `exc`, fitted to the record limit; with
+        `without_value` its value goes aside whatever its size (the broker refused the
+        record as too large: its limit is below ours)."""
         # Coordinates and the exception's class only: never the record's content.
         log.warning("%s: dead letter %s[%d]@%d %s", stage, origin.topic, origin.partition,
                     origin.offset, type(exc).__name__)  # fmt: skip
-        return dead_letter(
-            origin,
-            dlq_topic=self.dlq_topic,
-            stage=stage,
-            group=self.group,
-            exc=exc,
-            attempts=attempts,
-            max_bytes=self.max_record_bytes if max_bytes is None else max_bytes,
-        )
+        letter = dead_letter(origin, dlq_topic=self.dlq_topic, stage=stage, group=self.group,
+                             exc=exc, attempts=attempts)  # fmt: skip
+        return self._fitted(letter, without_value=without_value)
 
     def fit(self, stage: str, origin: Origin, outputs: list[Outgoing]) -> list[Outgoing]:
         """`outputs` as they may be sent: dead letters among them fitted to the record
@@ -118,7 +121,7 @@ class DeadLetters:
         fitted: list[Outgoing] = []
         for out in outputs:
             if self.is_dead_letter(out):
-                fitted.append(fit_dead_letter(out, self.max_record_bytes))
+                fitted.append(self._fitted(out))
             elif not out.fits(self.max_record_bytes):
                 too_large = OutputTooLargeError(
                     f"{stage} output to {out.topic} is {out.size_bytes} bytes, over the "
@@ -128,6 +131,25 @@ class DeadLetters:
             else:
                 fitted.append(out)
         return fitted
+
+    def _fitted(self, letter: Outgoing, *, without_value: bool = False) -> Outgoing:
+        if letter.value is not None and (without_value or not letter.fits(self.max_record_bytes)):
+            letter = self._value_aside(letter)
+        return fit_dead_letter(letter, self.max_record_bytes)
+
+    def _value_aside(self, letter: Outgoing) -> Outgoing:
+        """The letter without its value, which goes to the blob store when there is one
+        (`VALUE_REF` names it); `VALUE_DROPPED` gives its size either way."""
+        assert letter.value is not None  # noqa: S101 - checked by the caller
+        said = [(headers.VALUE_DROPPED, str(len(letter.value)).encode())]
+        if self._blobs is not None:
+            try:
+                said.append((headers.VALUE_REF, self._blobs.put(letter.value).uri.encode()))
+            except Exception as exc:  # the letter must go out: without the value, then
+                log.warning("dead letter to %s: value of %d bytes not kept (%s)",
+                            letter.topic, len(letter.value), type(exc).__name__)  # fmt: skip
+        return Outgoing(letter.topic, letter.key, None, [*letter.headers, *said],
+                        partition=letter.partition)  # fmt: skip
 
     def is_dead_letter(self, out: Outgoing) -> bool:
         return out.topic == self.dlq_topic

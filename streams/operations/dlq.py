@@ -27,6 +27,7 @@ from datetime import datetime
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from schemas import headers
+from streams.blobs import BlobError, BlobStore
 from streams.kafka import clients as kafka
 from streams.kafka.envelope import Origin
 from streams.settings import Settings
@@ -224,10 +225,10 @@ def replay(
     group = settings.dlq_replay_group if group is None else topo.own(group)
     consumer = kafka.consumer(settings.kafka, group)
     producer = None if dry_run else kafka.producer(settings.kafka)
+    blobs = BlobStore.from_settings(settings.blobs)  # values too large for their letters
     report = ReplayReport()
     dlq_topic = topo.name(DLQ)
-    interval = 1.0 / rate_per_s if rate_per_s > 0 else 0.0
-    next_send = time.monotonic()
+    send = None if producer is None else _Sender(producer, rate_per_s)
     try:
         committed = consumer.committed(_partitions(consumer, dlq_topic), timeout=10)
         progress = {tp.partition: _Progress.committed(tp) for tp in committed}
@@ -240,20 +241,16 @@ def replay(
                 report.before += 1
                 continue
             verdict = _verdict(dead, flt, max_replays)
+            value = dead.value
+            if verdict == "replay" and value is None:
+                value, verdict = _kept_value(dead, blobs)
             if verdict != "replay":
                 first_unsent.setdefault(dead.partition, dead.offset)
             else:
                 progress[dead.partition].sent.add(dead.offset)
             if verdict == "replay":
-                target = dead.header(headers.ERROR_TOPIC)
-                assert target is not None  # noqa: S101 - _verdict checked it
-                if producer is not None:
-                    time.sleep(max(0.0, next_send - time.monotonic()))
-                    next_send = max(next_send, time.monotonic()) + interval
-                    kept = [(k, v) for k, v in dead.headers if not _replaced(k)]
-                    kept.append((headers.REPLAY_COUNT, str(dead.replays + 1).encode()))
-                    producer.produce(target, dead.value, dead.key, headers=list(kept))
-                    producer.poll(0)
+                if send is not None:
+                    send(dead, value)
                 report.replayed += 1
             elif verdict == "skip":
                 report.skipped += 1
@@ -273,6 +270,27 @@ def replay(
     return report
 
 
+class _Sender:
+    """Sends dead letters back to their original topic, at most `rate_per_s` a second."""
+
+    def __init__(self, producer: Producer, rate_per_s: float) -> None:
+        self._producer = producer
+        self._interval = 1.0 / rate_per_s if rate_per_s > 0 else 0.0
+        self._next = time.monotonic()
+
+    def __call__(self, dead: DeadLetter, value: bytes | None) -> None:
+        target = dead.header(headers.ERROR_TOPIC)
+        assert target is not None  # noqa: S101 - _verdict checked it
+        time.sleep(max(0.0, self._next - time.monotonic()))
+        self._next = max(self._next, time.monotonic()) + self._interval
+        kept: list[tuple[str, str | bytes | None]] = [
+            (k, v) for k, v in dead.headers if not _replaced(k)
+        ]
+        kept.append((headers.REPLAY_COUNT, str(dead.replays + 1).encode()))
+        self._producer.produce(target, value, dead.key, headers=kept)
+        self._producer.poll(0)
+
+
 def _replaced(header_name: str) -> bool:
     """Headers a replay drops: the error facts (a new failure writes fresh ones) and the
     old replay count."""
@@ -284,11 +302,21 @@ def _verdict(dead: DeadLetter, flt: Filter, max_replays: int) -> str:
         return "skip"
     if dead.replays >= max_replays:
         return f"refused: replayed {dead.replays} times already (max {max_replays})"
-    if dead.value is None:
+    if dead.value is None and dead.header(headers.VALUE_REF) is None:
         return "refused: the original value was too large to keep"
     if dead.header(headers.ERROR_TOPIC) is None:
         return "refused: no pagestream.error.topic header"
     return "replay"
+
+
+def _kept_value(dead: DeadLetter, blobs: BlobStore) -> tuple[bytes | None, str]:
+    """The original value a dead letter kept in the blob store, and the verdict."""
+    ref = dead.header(headers.VALUE_REF)
+    assert ref is not None  # noqa: S101 - _verdict checked it
+    try:
+        return blobs.get(ref), "replay"
+    except BlobError as exc:
+        return None, f"refused: the original value is not in the blob store ({type(exc).__name__})"
 
 
 def _commit(

@@ -15,6 +15,7 @@ import pytest
 from schemas import DocumentResult, Operation, Options, decode, headers
 from streams.client.submit import Submitter
 from streams.kafka import clients as kafka
+from streams.operations import dlq
 from streams.settings import Settings
 from streams.topics import CLASSIFIED, DLQ, RAW, RESULTS, Topology
 from synth.dataset import generate
@@ -81,3 +82,12 @@ def test_hostile_records_are_dead_lettered_and_the_agents_keep_going(
             assert (headers.HEADERS_DROPPED in h) == (name == "huge_headers")
         else:
             assert msg.value() == hostile[name][0]
+
+    # A value too large to travel in its dead letter is kept in the blob store, so the
+    # dead letter can be replayed with the original bytes. Before, it was dropped and
+    # replay refused it ("the original value was too large to keep").
+    report = dlq.replay(settings, dlq.Filter(doc_id="raw-at_the_limit"))
+    assert (report.replayed, report.refused) == (1, 0)
+    raw = read_committed(settings, [topology.name(RAW)], expect=len(hostile) + 2, settle_s=1)
+    (back,) = [m for m in raw if dict(m.headers() or []).get(headers.REPLAY_COUNT) == b"1"]
+    assert back.key() == b"raw-at_the_limit" and back.value() == hostile["at_the_limit"][0]

@@ -112,4 +112,24 @@ def test_a_dead_letter_too_large_for_a_record_travels_without_its_value() -> Non
     huge = Origin("t.docs.raw", 0, 1, None, b"k", b"x" * 30_000)
     letter = dead_letters.letter("ingest", huge, RecordError("too big"))
     assert letter.value is None and letter.header(headers.VALUE_DROPPED) == "30000"
-    assert dead_letters.letter("ingest", ORIGIN, RecordError("r"), max_bytes=0).value is None
+    assert dead_letters.letter("ingest", ORIGIN, RecordError("r"), without_value=True).value is None
+
+
+def test_a_value_too_large_for_its_dead_letter_is_kept_in_the_blob_store(tmp_path) -> None:
+    # Before: the value was dropped, and the dead letter could never be replayed.
+    from streams.blobs import BlobStore
+
+    blobs = BlobStore(str(tmp_path / "blobs"))
+    dead_letters = DeadLetters("t.docs.dlq", group="g", max_record_bytes=20_000, blobs=blobs)
+    huge = Origin("t.docs.raw", 0, 1, None, b"k", b"x" * 30_000, (("h", b"v"),))
+    letter = dead_letters.letter("ingest", huge, RecordError("too big"))
+    assert letter.value is None and letter.header(headers.VALUE_DROPPED) == "30000"
+    assert blobs.get(letter.header(headers.VALUE_REF) or "") == huge.value
+    # Refused by the broker (its limit is below ours): the value goes aside whatever its
+    # size, and the letter keeps its key and the record's own headers.
+    refused = dead_letters.letter("ingest", ORIGIN, RecordError("r"), without_value=True)
+    assert refused.value is None and refused.key == ORIGIN.key
+    assert blobs.get(refused.header(headers.VALUE_REF) or "") == ORIGIN.value
+    assert [k for k, _ in refused.headers if not k.startswith("pagestream.error.")] == [
+        k for k, _ in ORIGIN.headers
+    ]
