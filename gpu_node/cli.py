@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from streams.cli.common import out, progress_bar, settings
+from streams.cli.common import fail, out, progress_bar, settings
 
 
 def register(app: typer.Typer) -> None:
@@ -29,7 +29,12 @@ def register(app: typer.Typer) -> None:
 def gpu_node_cmd() -> None:
     """Run the GPU node: micro-batches from the gpu.* topics, results out, exactly once."""
     from gpu_node.node.main import run_node
+    from streams.blobs import BlobStoreConfigError, probed_store
 
+    try:  # before the models load: a store that can never work fails every page
+        probed_store(settings().blobs)
+    except BlobStoreConfigError as exc:
+        fail(str(exc))
     # The node's own progress lines (loaded models, assignments) are worth seeing.
     logging.getLogger("gpu_node").setLevel(logging.INFO)
     raise typer.Exit(run_node())

@@ -66,6 +66,47 @@ _NAME_ERRNOS = frozenset(
 )
 
 
+class BlobStoreConfigError(Exception):
+    """The configured store can never work (storage options its backend refuses, a root
+    that cannot be written, a backend that is not installed): a process refuses to start
+    rather than retry every record forever."""
+
+
+# What a probe's failure says about the configuration, not about the store's health.
+_CONFIG_ERRORS = (
+    TypeError,
+    ValueError,
+    KeyError,
+    AttributeError,
+    ImportError,
+    PermissionError,
+    NotADirectoryError,
+    IsADirectoryError,
+    FileExistsError,
+)
+
+
+def probed_store(settings: BlobSettings) -> BlobStore:
+    """The store the settings name, once a small blob was written and read back.
+
+    A store that can never work raises BlobStoreConfigError, one line naming why; one
+    that is down right now (a timeout, a refused connection) is left to the usual
+    retries, so a process may start before its store."""
+    what = f"blob store {_show(settings.root)} cannot work"
+    try:
+        store = BlobStore.from_settings(settings)
+        stored = store.put(b"pagestream: blob store probe\n")
+        store.get(stored.uri, expected_sha256=stored.sha256)
+    except BlobStoreUnavailableError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, _CONFIG_ERRORS):
+            raise BlobStoreConfigError(f"{what}: {type(cause).__name__}: {cause}") from exc
+        return BlobStore.from_settings(settings)  # down for now: its calls will retry
+    except _CONFIG_ERRORS as exc:
+        raise BlobStoreConfigError(f"{what}: {type(exc).__name__}: {exc}") from exc
+    return store
+
+
 @contextlib.contextmanager
 def _store_call(what: str, uri: str, root: _Root) -> Iterator[None]:
     """A missing object, or a name no blob can have, is the record's fault; anything

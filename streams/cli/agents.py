@@ -7,6 +7,7 @@ import logging
 import typer
 from confluent_kafka import KafkaException
 
+from streams.blobs import BlobStoreConfigError, probed_store
 from streams.cli.common import fail, settings
 from streams.kafka import clients as kafka
 from streams.operations import topics_apply
@@ -21,6 +22,10 @@ def agents_cmd() -> None:
     from streams.agents.app import run_worker
 
     s = settings()
+    try:  # before anything else: a store that can never work fails every document
+        probed_store(s.blobs)
+    except BlobStoreConfigError as exc:
+        fail(str(exc))
     # Checked up front: faust would create its changelog itself (workers starting
     # together race for it) and a worker without its input topics just sits idle.
     try:

@@ -349,3 +349,18 @@ def test_uri_for_validates_digest(store: BlobStore) -> None:
 def test_max_blob_bytes_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="positive"):
         BlobStore(str(tmp_path), max_blob_bytes=0)
+
+
+def test_a_store_that_can_never_work_is_refused_at_start_in_one_line(tmp_path: Path) -> None:
+    from streams.blobs import BlobStoreConfigError, probed_store
+    from streams.settings import BlobSettings
+
+    assert probed_store(BlobSettings(root=str(tmp_path / "blobs"))).root.endswith("/blobs")
+    (tmp_path / "a-file").write_bytes(b"")
+    with pytest.raises(BlobStoreConfigError, match=r"cannot work: NotADirectoryError") as exc:
+        probed_store(BlobSettings(root=str(tmp_path / "a-file" / "blobs")))
+    assert "\n" not in str(exc.value)
+    # Storage options the backend refuses: s3fs takes no such argument.
+    bad = BlobSettings(root="s3://bucket/prefix", storage_options={"no_such_option": 1})
+    with pytest.raises(BlobStoreConfigError, match="cannot work: TypeError"):
+        probed_store(bad)
