@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from tenacity import retry, retry_if_exception, stop_after_delay, wait_exponential
 
 from schemas import headers
 from streams.blobs import BlobError, BlobStore
@@ -88,6 +89,18 @@ class Filter:
         return not (self.until is not None and (failed_at is None or failed_at > self.until))
 
 
+def _retriable(exc: BaseException) -> bool:
+    return isinstance(exc, KafkaException) and bool(exc.args) and bool(exc.args[0].retriable())
+
+
+@retry(retry=retry_if_exception(_retriable), stop=stop_after_delay(30),
+       wait=wait_exponential(multiplier=0.1, max=2), reraise=True)  # fmt: skip
+def _log_end(consumer: Consumer, tp: TopicPartition) -> int:
+    # A partition between leaders (a topic just created, a broker restarting) answers
+    # NOT_LEADER_FOR_PARTITION for a moment: asked again, not given up on.
+    return int(consumer.get_watermark_offsets(tp, timeout=10)[1])
+
+
 def _partitions(consumer: Consumer, topic: str) -> list[TopicPartition]:
     parts = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
     return [TopicPartition(topic, p) for p in parts]
@@ -98,7 +111,7 @@ def _read(consumer: Consumer, topic: str, starts: list[TopicPartition]) -> Itera
     offset: from the beginning). Partitions are assigned, not subscribed: one operator
     command, no group rebalance to wait for."""
     tps = [TopicPartition(topic, tp.partition) for tp in starts]
-    ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in tps}
+    ends = {tp.partition: _log_end(consumer, tp) for tp in tps}
     consumer.assign(
         [
             TopicPartition(topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)

@@ -40,11 +40,18 @@ def dead_letters(settings: Settings) -> Topology:
         _dead(raw, b"doc-d", b'{"d": 4}', "ingest", ValueError("again"), replays=3),
         _dead(raw, b"doc-e", None, "ingest", ValueError("too large")),
     ]
+    _produce(settings, topo.name(DLQ), records)
+    return topo
+
+
+Dead = tuple[bytes, bytes | None, list[tuple[str, bytes]]]
+
+
+def _produce(settings: Settings, dlq_topic: str, records: list[Dead], partition: int = -1) -> None:
     producer = kafka.producer(settings.kafka)
     for key, value, hdrs in records:
-        producer.produce(topo.name(DLQ), value, key, headers=hdrs)
+        producer.produce(dlq_topic, value, key, headers=hdrs, partition=partition)
     assert producer.flush(10) == 0
-    return topo
 
 
 def test_list_filters(settings: Settings, dead_letters: Topology):
@@ -99,10 +106,7 @@ def test_a_filtered_replay_leaves_what_it_skipped_for_another_and_sends_nothing_
         _dead(raw, b"x2", b'{"x": 2}', "ingest", ValueError("corrupt")),
         _dead(classify, b"y2", b'{"y": 2}', "classify", RuntimeError("model crashed")),
     ]
-    producer = kafka.producer(settings.kafka)
-    for key, value, hdrs in records:  # one partition: skipped and sent ones interleave
-        producer.produce(topo.name(DLQ), value, key, headers=hdrs, partition=0)
-    assert producer.flush(10) == 0
+    _produce(settings, topo.name(DLQ), records, partition=0)  # skipped and sent interleave
 
     first = dlq.replay(settings, dlq.Filter(stage="ingest"))
     assert (first.replayed, first.skipped) == (2, 2)
