@@ -80,6 +80,7 @@ _CONFIG_ERRORS = (
     AttributeError,
     ImportError,
     PermissionError,
+    FileNotFoundError,  # a bucket that does not exist
     NotADirectoryError,
     IsADirectoryError,
     FileExistsError,
@@ -132,10 +133,11 @@ def _store_call(what: str, uri: str, root: _Root) -> Iterator[None]:
 
 
 def _root_is_sound(root: _Root) -> bool:
-    """Whether the root itself still stands, so a name error is about the name: a local
-    root that is gone or became a file (a volume unmounted, replaced) fails every name,
-    and that is the store's failure."""
-    return not isinstance(root.fs, LocalFileSystem) or os.path.isdir(root.fs_path)
+    """Whether a name error is about the name: on a local filesystem whose root still
+    stands (one gone or turned into a file, a volume unmounted or replaced, fails every
+    name: the store's failure). Object stores answer EINVAL for expired tokens and
+    broken bodies too, so there it is never the name's."""
+    return isinstance(root.fs, LocalFileSystem) and os.path.isdir(root.fs_path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,18 +254,23 @@ class BlobStore:
         digest = hashlib.sha256(data).hexdigest()
         blob = StoredBlob(self.uri_for(digest), digest, len(data))
         fs, path = self._root.fs, posixpath.join(self._root.fs_path, *_blob_rel(digest))
-        with _store_call("writing", blob.uri, self._root):
-            try:
-                if fs.info(path).get("size") == len(data):
-                    return blob  # same name => same content; a size mismatch: a torn write
-            except FileNotFoundError:
-                pass
-            if isinstance(fs, LocalFileSystem):
-                _atomic_local_write(path, data)
-            else:
-                # Object stores publish an object only once its upload completes, and
-                # have no directories to create (makedirs on s3 may try to create buckets).
-                fs.pipe_file(path, data)
+        try:
+            with _store_call("writing", blob.uri, self._root):
+                try:
+                    if fs.info(path).get("size") == len(data):
+                        return blob  # same name => same content; a size mismatch: torn
+                except FileNotFoundError:
+                    pass
+                if isinstance(fs, LocalFileSystem):
+                    _atomic_local_write(path, data)
+                else:
+                    # Object stores publish an object only once its upload completes, and
+                    # have no directories to create (makedirs on s3 may create buckets).
+                    fs.pipe_file(path, data)
+        except FileNotFoundError as exc:  # our own name: only the bucket can be missing
+            raise BlobStoreUnavailableError(
+                f"blob store unavailable while writing {_show(blob.uri)}: {type(exc).__name__}"
+            ) from exc
         return blob
 
     def get(self, uri: str, *, expected_sha256: str | None = None) -> bytes:

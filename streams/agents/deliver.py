@@ -178,7 +178,8 @@ class Deliver:
                            f"{step}:{content}", value=value)  # fmt: skip
         emits = [emit]
         if callback is not None:
-            emits.append(webhook_record(self.topology, result, emit, callback, origin, step))
+            emits.append(webhook_record(self.topology, result, emit, callback, origin,
+                                        f"{step}:{content}"))  # fmt: skip
         if self.progress:
             emits.append(progress.document_ended(self.topology, result, origin))
         unfinished = {}

@@ -147,7 +147,11 @@ class RecordHandling:
             # Refused before it left (over the producer's max request size): the
             # record's fault, as when the broker refuses it.
             outputs = [self._dead_letters.letter(stage, origin, exc, without_value=True)]
-            return Sent(outputs, await self._submit(outputs))
+            try:
+                return Sent(outputs, await self._submit(outputs))
+            except MessageSizeTooLargeError:  # even so: the error headers alone
+                outputs = [self._dead_letters.bare(outputs[0])]
+                return Sent(outputs, await self._submit(outputs))
 
     async def _send_or_dead_letter(
         self, stage: str, origin: Origin, outputs: list[Outgoing]
@@ -158,7 +162,13 @@ class RecordHandling:
             await self._send(outputs)
         except MessageSizeTooLargeError as exc:
             outputs = [self._dead_letters.letter(stage, origin, exc, without_value=True)]
-            await self._send(outputs)
+            try:
+                await self._send(outputs)
+            except MessageSizeTooLargeError:
+                # Refused again (the record's own headers or key are past the broker's
+                # limit, which is below ours): the error headers alone, which always fit.
+                outputs = [self._dead_letters.bare(outputs[0])]
+                await self._send(outputs)
         return outputs
 
     async def _outputs(self, stage: str, origin: Origin, step: Step) -> list[Outgoing]:

@@ -132,6 +132,12 @@ class DeadLetters:
                 fitted.append(out)
         return fitted
 
+    def bare(self, letter: Outgoing) -> Outgoing:
+        """`letter` with the error headers alone (the reason and the original's
+        coordinates), and what it left out named: for a broker that refused even the
+        fitted letter."""
+        return fit_dead_letter(letter, 0)
+
     def _fitted(self, letter: Outgoing, *, without_value: bool = False) -> Outgoing:
         if letter.value is not None and (without_value or not letter.fits(self.max_record_bytes)):
             letter = self._value_aside(letter)

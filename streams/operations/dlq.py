@@ -24,14 +24,22 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from tenacity import retry, retry_if_exception, stop_after_delay, wait_exponential
 
 from schemas import headers
 from streams.blobs import BlobError, BlobStore
 from streams.kafka import clients as kafka
 from streams.kafka.envelope import Origin
-from streams.settings import Settings
+from streams.kafka.faults import WorldError
+from streams.settings import BlobSettings, Settings
 from streams.topics import DLQ
 
 _POLL_S = 1.0
@@ -89,8 +97,19 @@ class Filter:
         return not (self.until is not None and (failed_at is None or failed_at > self.until))
 
 
+# What a partition between leaders answers for a moment. Decided by code: the error
+# get_watermark_offsets raises does not carry librdkafka's retriable flag.
+_BETWEEN_LEADERS = frozenset({
+    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
+})  # fmt: skip
+
+
 def _retriable(exc: BaseException) -> bool:
-    return isinstance(exc, KafkaException) and bool(exc.args) and bool(exc.args[0].retriable())
+    if not isinstance(exc, KafkaException) or not exc.args:
+        return False
+    error = exc.args[0]
+    return isinstance(error, KafkaError) and error.code() in _BETWEEN_LEADERS
 
 
 @retry(retry=retry_if_exception(_retriable), stop=stop_after_delay(30),
@@ -238,7 +257,7 @@ def replay(
     group = settings.dlq_replay_group if group is None else topo.own(group)
     consumer = kafka.consumer(settings.kafka, group)
     producer = None if dry_run else kafka.producer(settings.kafka)
-    blobs = BlobStore.from_settings(settings.blobs)  # values too large for their letters
+    blobs = _LazyStore(settings.blobs)  # values too large for their letters
     report = ReplayReport()
     dlq_topic = topo.name(DLQ)
     send = None if producer is None else _Sender(producer, rate_per_s)
@@ -317,19 +336,37 @@ def _verdict(dead: DeadLetter, flt: Filter, max_replays: int) -> str:
         return f"refused: replayed {dead.replays} times already (max {max_replays})"
     if dead.value is None and dead.header(headers.VALUE_REF) is None:
         return "refused: the original value was too large to keep"
+    if dead.header(headers.KEY_DROPPED) or dead.header(headers.HEADERS_DROPPED):
+        return "refused: the original key or headers were too large to keep"
     if dead.header(headers.ERROR_TOPIC) is None:
         return "refused: no pagestream.error.topic header"
     return "replay"
 
 
-def _kept_value(dead: DeadLetter, blobs: BlobStore) -> tuple[bytes | None, str]:
-    """The original value a dead letter kept in the blob store, and the verdict."""
+class _LazyStore:
+    """The blob store, opened on the first dead letter that needs it: a replay of letters
+    that kept their values needs no store (nor its credentials)."""
+
+    def __init__(self, settings: BlobSettings) -> None:
+        self._settings = settings
+        self._store: BlobStore | None = None
+
+    def get(self, uri: str) -> bytes:
+        if self._store is None:
+            self._store = BlobStore.from_settings(self._settings)
+        return self._store.get(uri)
+
+
+def _kept_value(dead: DeadLetter, blobs: _LazyStore) -> tuple[bytes | None, str]:
+    """The original value a dead letter kept in the blob store, and the verdict: a value
+    gone from the store, or a store down now, refuses it for this run (a later run may
+    send it: the position stays before it)."""
     ref = dead.header(headers.VALUE_REF)
     assert ref is not None  # noqa: S101 - _verdict checked it
     try:
         return blobs.get(ref), "replay"
-    except BlobError as exc:
-        return None, f"refused: the original value is not in the blob store ({type(exc).__name__})"
+    except (BlobError, WorldError) as exc:
+        return None, f"refused: the original value is not readable ({type(exc).__name__})"
 
 
 def _commit(

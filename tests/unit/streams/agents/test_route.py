@@ -93,3 +93,29 @@ def test_a_page_that_does_not_parse_is_dead_lettered_with_the_reason() -> None:
     assert dead.topic == TOPO.name(DLQ) and dead.value == origin.value
     assert dead.header(h.ERROR_STAGE) == "route"
     assert dead.header(h.ERROR_EXCEPTION_CLASS) == "schemas.errors.RecordError"
+
+
+def test_a_broker_that_refuses_even_the_dead_letter_gets_its_error_headers_alone() -> None:
+    # The broker's limit is below ours: it refuses the output, then the dead letter that
+    # still carries the record's own headers. Before, the second refusal escaped (not the
+    # world's fault) and stopped the agent, on every redelivery.
+    from aiokafka.errors import MessageSizeTooLargeError
+
+    big = tuple((f"x-{n}", b"y" * 1_000) for n in range(50))  # 50 KB of headers
+    origin = Origin(TOPO.name(ORIENTED), 0, 3, None, b"d1", b"{}", big)
+    sent: list[Outgoing] = []
+
+    async def send(outputs: list[Outgoing]) -> None:
+        if any(o.size_bytes > 20_000 for o in outputs):  # the broker's smaller limit
+            raise MessageSizeTooLargeError()
+        sent.extend(outputs)
+
+    async def step(o: Origin) -> list[Outgoing]:
+        return [Outgoing(TOPO.name(GPU_CLASSIFY), b"d1", b"x" * 30_000, list(o.headers))]
+
+    dead_letters = DeadLetters(TOPO.name(DLQ), group="g", max_record_bytes=1_000_000)
+    (dead,) = asyncio.run(RecordHandling(send, dead_letters=dead_letters).run("route", origin,
+                                                                              step))  # fmt: skip
+    assert sent == [dead] and dead.topic == TOPO.name(DLQ) and dead.size_bytes <= 20_000
+    assert dead.header(h.ERROR_EXCEPTION_CLASS) == "aiokafka.errors.MessageSizeTooLargeError"
+    assert dead.header(h.HEADERS_DROPPED) is not None

@@ -1,0 +1,31 @@
+"""dlq replay's progress per partition, and which client errors it asks again about."""
+
+from __future__ import annotations
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from streams.operations.dlq import _Progress, _retriable
+
+
+def test_progress_round_trips_through_the_commit_metadata() -> None:
+    progress = _Progress(5, {6, 7, 8, 10, 12, 13})
+    tp = TopicPartition("t", 0, progress.position, metadata=progress.metadata())
+    assert tp.metadata == "6-8,10,12-13"
+    assert _Progress.committed(tp) == progress
+    # Nothing committed yet: from the beginning, nothing sent.
+    assert _Progress.committed(TopicPartition("t", 0)).sent == set()
+
+
+def test_progress_moves_to_the_first_dead_letter_not_sent_back() -> None:
+    progress = _Progress(5, {7, 9})
+    progress.advance(first_unsent=8, read_up_to=12)
+    assert (progress.position, progress.sent) == (8, {9})
+    progress.advance(first_unsent=None, read_up_to=12)  # a later run sent them all
+    assert (progress.position, progress.sent) == (12, set())
+
+
+def test_a_partition_between_leaders_is_asked_again() -> None:
+    # get_watermark_offsets raises errors without librdkafka's retriable flag: by code.
+    assert _retriable(KafkaException(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION)))
+    assert not _retriable(KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)))
+    assert not _retriable(ValueError("x"))
