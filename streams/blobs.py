@@ -67,24 +67,15 @@ _NAME_ERRNOS = frozenset(
 
 
 class BlobStoreConfigError(Exception):
-    """The configured store can never work (storage options its backend refuses, a root
-    that cannot be written, a backend that is not installed): a process refuses to start
-    rather than retry every record forever."""
+    """The configured store can never work (storage options its backend refuses, a backend
+    that is not installed): a process refuses to start rather than retry every record
+    forever."""
 
 
-# What a probe's failure says about the configuration, not about the store's health.
-_CONFIG_ERRORS = (
-    TypeError,
-    ValueError,
-    KeyError,
-    AttributeError,
-    ImportError,
-    PermissionError,
-    FileNotFoundError,  # a bucket that does not exist
-    NotADirectoryError,
-    IsADirectoryError,
-    FileExistsError,
-)
+# What a probe's failure says about the configuration, not about the store's health:
+# the backend refused its options, or is not installed. A root that is missing, not a
+# directory or not writable may be a volume not mounted yet: left to the retries.
+_CONFIG_ERRORS = (TypeError, ValueError, KeyError, AttributeError, ImportError)
 
 
 def probed_store(settings: BlobSettings) -> BlobStore:

@@ -356,11 +356,11 @@ def test_a_store_that_can_never_work_is_refused_at_start_in_one_line(tmp_path: P
     from streams.settings import BlobSettings
 
     assert probed_store(BlobSettings(root=str(tmp_path / "blobs"))).root.endswith("/blobs")
+    # A root that is a file may be a volume not mounted yet: left to the retries.
     (tmp_path / "a-file").write_bytes(b"")
-    with pytest.raises(BlobStoreConfigError, match=r"cannot work: NotADirectoryError") as exc:
-        probed_store(BlobSettings(root=str(tmp_path / "a-file" / "blobs")))
-    assert "\n" not in str(exc.value)
+    assert probed_store(BlobSettings(root=str(tmp_path / "a-file" / "blobs")))
     # Storage options the backend refuses: s3fs takes no such argument.
     bad = BlobSettings(root="s3://bucket/prefix", storage_options={"no_such_option": 1})
-    with pytest.raises(BlobStoreConfigError, match="cannot work: TypeError"):
+    with pytest.raises(BlobStoreConfigError, match="cannot work: TypeError") as exc:
         probed_store(bad)
+    assert "\n" not in str(exc.value)
