@@ -87,13 +87,16 @@ def probed_store(settings: BlobSettings) -> BlobStore:
     what = f"blob store {_show(settings.root)} cannot work"
     try:
         store = BlobStore.from_settings(settings)
+    except _CONFIG_ERRORS as exc:
+        raise BlobStoreConfigError(f"{what}: {type(exc).__name__}: {exc}") from exc
+    try:
         stored = store.put(b"pagestream: blob store probe\n")
         store.get(stored.uri, expected_sha256=stored.sha256)
     except BlobStoreUnavailableError as exc:
         cause = exc.__cause__
         if isinstance(cause, _CONFIG_ERRORS):
             raise BlobStoreConfigError(f"{what}: {type(cause).__name__}: {cause}") from exc
-        return BlobStore.from_settings(settings)  # down for now: its calls will retry
+        return store  # down for now: its calls will retry
     except _CONFIG_ERRORS as exc:
         raise BlobStoreConfigError(f"{what}: {type(exc).__name__}: {exc}") from exc
     return store

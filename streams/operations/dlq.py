@@ -276,18 +276,17 @@ def replay(
             value = dead.value
             if verdict == "replay" and value is None:
                 value, verdict = _kept_value(dead, blobs)
-            if verdict != "replay":
-                first_unsent.setdefault(dead.partition, dead.offset)
-            else:
-                progress[dead.partition].sent.add(dead.offset)
             if verdict == "replay":
+                progress[dead.partition].sent.add(dead.offset)
                 if send is not None:
                     send(dead, value)
                 report.replayed += 1
-            elif verdict == "skip":
-                report.skipped += 1
             else:
-                report.refused += 1
+                first_unsent.setdefault(dead.partition, dead.offset)
+                if verdict == "skip":
+                    report.skipped += 1
+                else:
+                    report.refused += 1
             if on_each is not None:
                 on_each(dead, verdict)
             if (
