@@ -18,9 +18,13 @@ import logging
 from schemas import DocumentResult, PageState, encode
 from schemas.pages import BlobRef
 from streams.blobs import BlobStore
-from streams.kafka.envelope import RECORD_OVERHEAD_BYTES
+from streams.kafka import sizes
 
 log = logging.getLogger(__name__)
+
+# A result's key (its doc_id) and standard headers (event id, schema, trace parent):
+# the record around a claim-checked value, at most.
+_KEY_AND_HEADERS_BYTES = 1024
 
 
 class ClaimCheck:
@@ -59,8 +63,11 @@ class ClaimCheck:
         return page.model_copy(update={"ocr": None, "ocr_ref": ref})
 
     def _fits(self, value: bytes, reserve: int = 0) -> bool:
+        """Whether `value` fits in a record of its own, with `reserve` bytes to spare and
+        room for a record's key and standard headers (measured by the one gate)."""
         assert self.max_record_bytes is not None  # noqa: S101 - checked by the caller
-        return len(value) + reserve + RECORD_OVERHEAD_BYTES * 4 <= self.max_record_bytes
+        room = sizes.room_for_value(None, (), self.max_record_bytes) - _KEY_AND_HEADERS_BYTES
+        return len(value) + reserve <= room
 
     def _store(self, data: bytes, media_type: str) -> BlobRef:
         if self.blobs is None:

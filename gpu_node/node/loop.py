@@ -79,6 +79,7 @@ class GpuNode:
         models: ModelRegistry,
         engines: Engines,
         max_image_pixels: int,
+        max_record_bytes: int,
         metrics_registry: CollectorRegistry | None = None,
     ) -> None:
         self.settings = settings
@@ -118,13 +119,13 @@ class GpuNode:
             dead_letters=DeadLetters(
                 topology.name(DLQ),
                 group=settings.group_id,
-                max_record_bytes=settings.max_output_bytes,
+                max_record_bytes=max_record_bytes,
                 counter=self.metrics.dead_letters,
                 blobs=blobs,
             ),
             # Looked up when called: the partitions need the scheduler, which needs
             # these outcomes.
-            retry_later=lambda task, exc: self.partitions.retry_later(task, exc),  # noqa: PLW0108
+            retry_later=lambda slot, exc: self.partitions.retry_later(slot, exc),  # noqa: PLW0108
         )
         self.scheduler = EngineScheduler(
             engines,
@@ -144,8 +145,9 @@ class GpuNode:
             commit_ready=self._commit_ready,
         )
         self._transactions = Transactions(
-            producer, consumer, self.metrics, count_outputs=self.outcomes.count
-        )
+            producer, consumer, self.metrics, count_outputs=self.outcomes.count,
+            on_refused=self.outcomes.refused_by_broker,
+        )  # fmt: skip
 
     @property
     def assigned(self) -> set[TopicPartitionKey]:

@@ -63,6 +63,7 @@ def build_node(
         models=models,
         engines=engines,
         max_image_pixels=settings.models.max_image_pixels,
+        max_record_bytes=settings.kafka.max_record_bytes,
         metrics_registry=metrics_registry,
     )
 

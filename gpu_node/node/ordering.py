@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from streams.kafka.envelope import Outgoing
 
 TopicPartitionKey = tuple[str, int]
+RecordKey = tuple[str, int, int]
 
 
 @dataclass(eq=False)
@@ -35,6 +36,8 @@ class Slot:
 @dataclass(frozen=True)
 class Ready:
     outputs: list[Outgoing]
+    # The consumed record each output answers, as (topic, partition, offset).
+    sources: list[RecordKey]
     # Next offset to consume per partition (what Kafka expects as the committed offset).
     next_offsets: dict[TopicPartitionKey, int]
     # First offset released per partition: where to seek back to if the commit fails.
@@ -59,6 +62,7 @@ class OffsetOrder:
 
     def take_ready(self) -> Ready:
         outputs: list[Outgoing] = []
+        sources: list[RecordKey] = []
         next_offsets: dict[TopicPartitionKey, int] = {}
         first_offsets: dict[TopicPartitionKey, int] = {}
         records = 0
@@ -68,9 +72,10 @@ class OffsetOrder:
                 assert slot.outputs is not None  # noqa: S101 - narrowed for mypy
                 first_offsets.setdefault(tp, slot.offset)
                 outputs.extend(slot.outputs)
+                sources.extend([(slot.topic, slot.partition, slot.offset)] * len(slot.outputs))
                 next_offsets[tp] = slot.offset + 1
                 records += 1
-        return Ready(outputs, next_offsets, first_offsets, records)
+        return Ready(outputs, sources, next_offsets, first_offsets, records)
 
     def drop(self, partitions: Iterable[TopicPartitionKey]) -> int:
         """Forget the partitions' slots (revoked, lost, or rewound); returns how many."""

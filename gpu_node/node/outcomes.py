@@ -19,14 +19,14 @@ from opentelemetry.util.types import AttributeValue
 
 from gpu_node.models.classifier import PageReading
 from gpu_node.node.metrics import NodeMetrics
-from gpu_node.node.ordering import OffsetOrder, Slot
+from gpu_node.node.ordering import OffsetOrder, RecordKey, Slot
 from gpu_node.node.stages import StageOutcome
 from gpu_node.node.tasks import Task
 from schemas import PageState, Stage, headers
 from streams.blobs import BlobStore
 from streams.claim_check import ClaimCheck
 from streams.kafka.envelope import Origin, Outgoing, error_message, next_record
-from streams.kafka.faults import DeadLetters, OutputTooLargeError, is_worlds_fault
+from streams.kafka.faults import DeadLetters, OutputTooLargeError, WorldError, is_worlds_fault
 from streams.routing import stages_for
 from streams.settings import NodeSettings
 from streams.telemetry import tracing
@@ -56,16 +56,28 @@ class Outcomes:
         *,
         facts_topic: dict[Stage, str],
         dead_letters: DeadLetters,
-        retry_later: Callable[[Task, BaseException], None],
+        retry_later: Callable[[Slot, BaseException], None],
     ) -> None:
         self.settings = settings
         self.order = order
-        self.claim_check = ClaimCheck(blobs, settings.max_output_bytes)
+        # The one record limit (PAGESTREAM_KAFKA__MAX_RECORD_BYTES), measured by the one
+        # gate (streams/kafka/sizes.py): with the room route needs to carry a fact on.
+        self.max_record_bytes = dead_letters.max_record_bytes
+        self.claim_check = ClaimCheck(blobs, self.max_record_bytes)
         self.metrics = metrics
         self.facts_topic = facts_topic
         self.stage_of_output = {t: s for s, t in facts_topic.items()}
         self.dead_letters = dead_letters
         self._retry_later = retry_later
+        # Inputs whose outputs the broker refused as too large, and how often
+        # (transactions.py): redone, they are dead-lettered instead (without their value
+        # the first time, with the error headers alone after that). A few per topic
+        # misconfigured, so never pruned.
+        self._refusals: dict[RecordKey, int] = {}
+
+    def refused_by_broker(self, sources: set[RecordKey]) -> None:
+        for key in sources:
+            self._refusals[key] = self._refusals.get(key, 0) + 1
 
     def apply(self, outcomes: list[StageOutcome]) -> None:
         for task, outcome in outcomes:
@@ -83,6 +95,12 @@ class Outcomes:
     def _resolve(self, task: Task, result: Any) -> None:
         if task.dropped:
             return
+        if _key(task.slot) in self._refusals:
+            raise OutputTooLargeError(
+                f"the broker refused the {task.stage} result as too large: a topic's "
+                "max.message.bytes is below PAGESTREAM_KAFKA__MAX_RECORD_BYTES "
+                "(`pagestream topics apply` aligns them)"
+            )
         update: dict[str, Any] = {"last_stage": task.stage, "error": None}
         if isinstance(result, PageReading):  # orient by the page model
             update["orientation"] = result.orientation
@@ -100,16 +118,16 @@ class Outcomes:
             update[_RESULT_FIELD[task.stage]] = result
         page = task.page.model_copy(update=update)
         out = self._fact(task, page)
-        if out.size_bytes > self.settings.max_output_bytes and page.ocr is not None:
+        if not out.fits(self.max_record_bytes) and page.ocr is not None:
             # A dense page's OCR can outgrow a record on its own: it travels as a claim
             # check, like the page's image (the blob store being down is retried).
             page = self.claim_check.ocr_by_reference(page)
             out = self._fact(task, page)
-        if out.size_bytes > self.settings.max_output_bytes:
+        if not out.fits(self.max_record_bytes):
             # Raised before the slot is resolved: the caller dead-letters the task.
             raise OutputTooLargeError(
-                f"{task.stage} result is {out.size_bytes} bytes, over max_output_bytes="
-                f"{self.settings.max_output_bytes}"
+                f"{task.stage} result is {out.size_bytes} bytes, over the record limit of "
+                f"{self.max_record_bytes} (PAGESTREAM_KAFKA__MAX_RECORD_BYTES)"
             )
         self.order.resolve(task.slot, [out])
 
@@ -136,32 +154,49 @@ class Outcomes:
         if task.dropped:
             return
         if is_worlds_fault(exc):  # the blob store or the engine unavailable
-            self._retry_later(task, exc)
+            self._retry_later(task.slot, exc)
             return
-        letter = self._dead_letter_record(task.origin, task.stage, exc, task.attempts)
-        self.order.resolve(task.slot, [letter, *self._page_error(task, exc)])
+        letter = self._dead_letter_record(task.slot, task.origin, task.stage, exc, task.attempts)
+        if letter is not None:
+            # Refused once: the page's error goes slim; refused twice: the letter alone.
+            refusals = self._refusals.get(_key(task.slot), 0)
+            page_error = [] if refusals > 1 else self._page_error(task, exc, slim=refusals > 0)
+            self.order.resolve(task.slot, [letter, *page_error])
 
-    def _page_error(self, task: Task, exc: BaseException) -> list[Outgoing]:
+    def _page_error(self, task: Task, exc: BaseException, *, slim: bool) -> list[Outgoing]:
         error = f"{task.stage.value} failed: {type(exc).__name__}: {error_message(exc)}"
         failed = task.page.model_copy(update={"error": error})
         out = self._fact(task, failed)
-        if out.size_bytes > self.settings.max_output_bytes:
+        if slim or not out.fits(self.max_record_bytes):
             # Too large with what it carries (the reason it failed, maybe): deliver
             # needs the page's identity and the error, not its results or attributes.
-            slim = failed.model_copy(update={"attributes": {}, "ocr": None, "extraction": None})
-            out = self._fact(task, slim)
-        return [out] if out.size_bytes <= self.settings.max_output_bytes else []
+            slimmed = failed.model_copy(update={"attributes": {}, "ocr": None, "extraction": None})
+            out = self._fact(task, slimmed)
+        return [out] if out.fits(self.max_record_bytes) else []
 
     def dead_letter_origin(
         self, slot: Slot, origin: Origin, stage: Stage, exc: BaseException, attempts: int
     ) -> None:
         """A record that is not even a page: only the dead letter."""
-        self.order.resolve(slot, [self._dead_letter_record(origin, stage, exc, attempts)])
+        letter = self._dead_letter_record(slot, origin, stage, exc, attempts)
+        if letter is not None:
+            self.order.resolve(slot, [letter])
 
     def _dead_letter_record(
-        self, origin: Origin, stage: Stage, exc: BaseException, attempts: int
-    ) -> Outgoing:
-        return self.dead_letters.letter(stage.value, origin, exc, attempts=attempts)
+        self, slot: Slot, origin: Origin, stage: Stage, exc: BaseException, attempts: int
+    ) -> Outgoing | None:
+        """The dead letter, or None when its value could not be kept aside (the blob
+        store unavailable): then the slot's partition is retried later, since a letter
+        without its value could never be replayed."""
+        refusals = self._refusals.get(_key(slot), 0)
+        try:
+            letter = self.dead_letters.letter(
+                stage.value, origin, exc, attempts=attempts, without_value=refusals > 0
+            )
+        except WorldError as world:
+            self._retry_later(slot, world)
+            return None
+        return self.dead_letters.bare(letter) if refusals > 1 else letter
 
     def count(self, outputs: list[Outgoing]) -> None:
         """The metrics of records about to be committed: results per stage, dead letters."""
@@ -172,3 +207,7 @@ class Outcomes:
                 self.metrics.records_failed.labels(stage).inc()
             else:
                 self.metrics.records_out.labels(self.stage_of_output[out.topic].value).inc()
+
+
+def _key(slot: Slot) -> RecordKey:
+    return (slot.topic, slot.partition, slot.offset)

@@ -21,8 +21,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from gpu_node.node.engine_scheduler import EngineScheduler
 from gpu_node.node.metrics import NodeMetrics
-from gpu_node.node.ordering import OffsetOrder, TopicPartitionKey
-from gpu_node.node.tasks import Task
+from gpu_node.node.ordering import OffsetOrder, Slot, TopicPartitionKey
 from streams.settings import NodeSettings
 
 log = logging.getLogger(__name__)
@@ -65,17 +64,18 @@ class Partitions:
 
     # ---- the world failed a task: redo its partition later ---------------
 
-    def retry_later(self, task: Task, exc: BaseException) -> None:
-        """The world failed this task, not its record: redo its partition from the first
-        record not yet committed, after `engine_retry_s`, instead of dead-lettering."""
-        tp = task.slot.tp
+    def retry_later(self, slot: Slot, exc: BaseException) -> None:
+        """The world failed this slot's record, not the record: redo its partition from
+        the first record not yet committed, after `engine_retry_s`, instead of
+        dead-lettering."""
+        tp = slot.tp
         self._commit_ready()  # what is finished before it needs no redo
         first = self._order.first_pending(tp)
         self._order.drop([tp])
         if tp not in self.assigned or first is None:
             return
         log.warning("%s[%d]@%d: %s; the partition is retried in %.0fs", tp[0], tp[1],
-                    task.slot.offset, exc, self._settings.engine_retry_s)  # fmt: skip
+                    slot.offset, exc, self._settings.engine_retry_s)  # fmt: skip
         self._metrics.world_retries.inc()
         partition = TopicPartition(tp[0], tp[1], first)
         self._consumer.pause([partition])

@@ -10,7 +10,10 @@ with the same transactional.id).
 What goes wrong, and what happens then:
 - an abortable error, a record the broker refuses, a local queue that stays full:
   the transaction is aborted and the partitions are rewound to the first released
-  offset, so the same work is redone;
+  offset, so the same work is redone; the inputs whose outputs the broker refused as
+  too large (a topic whose max.message.bytes is below pagestream's record limit) are
+  handed to `on_refused`, so their redo dead-letters them instead of writing the same
+  refused record forever;
 - a retriable error on commit: the commit is repeated (its outcome is unknown, and
   aborting would be invalid), a few times, then the node must restart;
 - a fatal error (fenced by a newer instance, say), or an abort that fails: the
@@ -28,7 +31,7 @@ from collections.abc import Callable
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from gpu_node.node.metrics import NodeMetrics
-from gpu_node.node.ordering import Ready, TopicPartitionKey
+from gpu_node.node.ordering import Ready, RecordKey, TopicPartitionKey
 from streams.kafka.envelope import Outgoing
 
 log = logging.getLogger(__name__)
@@ -61,12 +64,16 @@ class Transactions:
         metrics: NodeMetrics,
         *,
         count_outputs: Callable[[list[Outgoing]], None],
+        on_refused: Callable[[set[RecordKey]], None] = lambda _: None,
     ) -> None:
         self._producer = producer
         self._consumer = consumer
         self._metrics = metrics
         self._count_outputs = count_outputs
+        self._on_refused = on_refused
         self._open = False
+        # Inputs of the open transaction whose outputs the broker refused as too large.
+        self._refused: set[RecordKey] = set()
 
     def init(self) -> None:
         """Fences an older instance with the same transactional.id and aborts its open
@@ -80,8 +87,9 @@ class Transactions:
         try:
             producer.begin_transaction()
             self._open = True
-            for out in ready.outputs:
-                self._produce(out)
+            self._refused = set()
+            for out, source in zip(ready.outputs, ready.sources, strict=True):
+                self._produce(out, source)
             offsets = [TopicPartition(t, p, o) for (t, p), o in ready.next_offsets.items()]
             metadata = consumer.consumer_group_metadata()
             _bounded(
@@ -97,7 +105,10 @@ class Transactions:
                 raise FatalNodeError(f"transaction failed fatally: {error}") from exc
             # Anything else (abortable, a refused record, a full queue): abort and redo.
             log.warning("transaction aborted (%s); %d records will be redone", exc, ready.records)
+            self._producer.poll(0)  # delivery reports still queued: which were refused
             self._abort_and_rewind(ready, assigned)
+            if self._refused:
+                self._on_refused(self._refused)
             return False
         self._metrics.transactions.labels("commit").inc()
         self._count_outputs(ready.outputs)
@@ -128,12 +139,22 @@ class Transactions:
                     raise FatalNodeError(f"commit_transaction kept failing: {error}") from exc
                 log.warning("commit_transaction retriable error (%s), retrying", error)
 
-    def _produce(self, out: Outgoing) -> None:
+    def _produce(self, out: Outgoing, source: RecordKey) -> None:
         deadline = time.monotonic() + TXN_TIMEOUT_S
+
+        def delivered(err: KafkaError | None, _msg: object) -> None:
+            if err is not None and err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                self._refused.add(source)
+
         while True:
             try:
-                self._producer.produce(out.topic, out.value, out.key, headers=list(out.headers))
+                self._producer.produce(out.topic, out.value, out.key, headers=list(out.headers),
+                                       on_delivery=delivered)  # fmt: skip
                 return
+            except KafkaException as exc:
+                if exc.args and exc.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                    self._refused.add(source)  # over this client's own message.max.bytes
+                raise
             except BufferError:
                 if time.monotonic() > deadline:
                     raise  # deliveries are not draining: abort the transaction

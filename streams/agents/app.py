@@ -44,7 +44,7 @@ from streams.blobs import BlobStore
 from streams.kafka.envelope import Origin, Outgoing, tick
 from streams.kafka.faults import DeadLetters
 from streams.media.raster import Budget
-from streams.media.sandbox import RendererPool
+from streams.media.sandbox import Abandon, RendererPool
 from streams.settings import Settings
 from streams.telemetry import tracing
 from streams.topics import (
@@ -145,6 +145,12 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
     facts_topic = app.topic(*(topo.name(t) for t in (ORIENTED, CLASSIFIED, EXTRACTED, RECOGNIZED)))
     done_topic = app.topic(topo.name(PAGES_DONE))
     webhooks_topic = app.topic(topo.name(WEBHOOKS))
+
+    async def deliver_table_recovered() -> None:
+        # After every rebalance: deliver's deadlines and markers to expire are read
+        # again from what recovery left in the table.
+        deliver.recovered()
+
     # Co-partitioned with docs.pages.done (same key, same partition count). key_type and
     # value_type bytes make the changelog serializer raw: faust writes bytes as they are
     # but would read them back with its default (json) serializer, and recovery after a
@@ -156,6 +162,7 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
             key_type=bytes,
             value_type=bytes,
             partitions=PAGES_DONE.partitions,
+            on_recover=deliver_table_recovered,
         ),
         max_record_bytes=settings.kafka.max_record_bytes,
     )
@@ -173,22 +180,24 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
 
     # A thread per render process, each waiting on its process (which does the CPU work,
     # off the event loop that serves heartbeats). Their own threads, not the loop's
-    # default executor: a step cancelled with its agent keeps its thread (and process)
-    # until its document is through, and the next documents queue here for a free one.
+    # default executor: a step cancelled with its agent keeps its thread until its
+    # render is abandoned (its process killed: loops.py), and the next documents queue
+    # here for a free one.
     render_threads = ThreadPoolExecutor(renderer.size, thread_name_prefix="ingest-render")
 
-    async def ingest_step(origin: Origin) -> list[Outgoing]:
+    async def ingest_step(origin: Origin, *, abandon: Abandon) -> list[Outgoing]:
         # In this task's context, as asyncio.to_thread would: the hop's trace span is
         # the parent of the records ingest writes.
         context = contextvars.copy_context()
         return await asyncio.get_running_loop().run_in_executor(
-            render_threads, partial(context.run, ingest.handle, origin)
+            render_threads, partial(context.run, ingest.handle, origin, abandon)
         )
 
     async def route_step(origin: Origin) -> list[Outgoing]:
         return route.handle(origin)
 
     pipelined = Pipelined(handling, metrics, agents.max_in_flight)
+    cast(Transport, app.transport).before_wait_empty.append(pipelined.hand_back_renders)
 
     @app.agent(raw_topic, name="ingest")
     async def ingest_agent(stream: faust.StreamT[Any]) -> AsyncIterator[None]:

@@ -14,7 +14,8 @@ A document that ended `partial` or `failed` keeps its pages beside its marker un
 the marker expires: when a page that failed arrives with a result (an operator
 replayed the page's dead letter after fixing the cause), the document ends again with
 that page, under the same doc_id key and with a webhook call of its own. Pages that
-missed the deadline and arrive late are absorbed.
+missed the deadline and arrive late are absorbed. A page too large for the table is kept
+without its results, its error saying so (deliver_table.py).
 
 This module decides what a record does; the table's entries are deliver_table.py's,
 the result's aggregation aggregate.py's, the claim checks of oversized results
@@ -37,7 +38,8 @@ from streams.agents.aggregate import document_result
 from streams.agents.deliver_table import DocumentEntries, Entry, Table, Unfinished
 from streams.blobs import BlobStore
 from streams.claim_check import ClaimCheck
-from streams.kafka.envelope import RECORD_OVERHEAD_BYTES, Origin, Outgoing, next_record
+from streams.kafka import sizes
+from streams.kafka.envelope import Origin, Outgoing, next_record
 from streams.kafka.faults import is_worlds_fault
 from streams.topics import RESULTS, Topology
 from streams.webhooks.record import webhook_record
@@ -47,7 +49,7 @@ log = logging.getLogger(__name__)
 STAGE = "deliver"
 
 # What a WebhookDelivery adds to its result beside the callback URL: the other fields,
-# its key and headers (the record framing is in RECORD_OVERHEAD_BYTES already).
+# its key and headers (the framing is counted by streams/kafka/sizes.py).
 _WEBHOOK_OVERHEAD_BYTES = 1024
 
 
@@ -89,7 +91,9 @@ class Deliver:
 
     def handle(self, origin: Origin, table: Table) -> Delivery:
         self.entries.expire(origin.partition, table)
-        if origin.header(headers.SCHEMA) == headers.TICK_SCHEMA:
+        # A tick is an empty record with the tick schema: a record with a value is a
+        # page whatever its header says (decoded, or dead-lettered), never dropped.
+        if origin.header(headers.SCHEMA) == headers.TICK_SCHEMA and not origin.value:
             return self._end_overdue(origin, table)
         page = self._fit_for_table(decode(PageState, origin.value), len(origin.value or b""))
         entry = self.entries.entry(page.doc_id, table)
@@ -99,7 +103,7 @@ class Deliver:
         if page.page_no in seen:
             return Delivery([])  # redelivered (at-least-once): the first copy stands
         if len(seen) + 1 < page.page_count:
-            self.entries.add_page(page, entry, table)
+            self.entries.add_page(origin.partition, page, entry, table)
             return Delivery(self._page_done(page, len(seen) + 1, origin))
         states = [*self.entries.stored_pages(page.doc_id, seen, table), page]
         ended = self._end(page.doc_id, states, origin, STAGE)
@@ -113,7 +117,7 @@ class Deliver:
         limit = self.claim_check.max_record_bytes
         if page.ocr is None or limit is None or self.claim_check.blobs is None:
             return page
-        if size + 2 * RECORD_OVERHEAD_BYTES <= limit:
+        if size <= sizes.room_for_value(f"{page.doc_id}/{page.page_no}".encode(), (), limit):
             return page
         return self.claim_check.ocr_by_reference(page)
 
@@ -200,6 +204,11 @@ class Deliver:
             ended.unfinished.update(one.unfinished)
             ended.outcomes.extend(one.outcomes)
         return ended
+
+    def recovered(self) -> None:
+        """The table was recovered from its changelog (a rebalance): what deliver keeps
+        in memory about it (deadlines, markers to expire) is read from it again."""
+        self.entries.recovered()
 
     def mark_ended(self, partition: int, delivery: Delivery, table: Table) -> None:
         """mark_delivered for every document `delivery` ended."""

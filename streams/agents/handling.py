@@ -104,13 +104,15 @@ class RecordHandling:
     async def settle(self, stage: str, origin: Origin, sent: Sent) -> list[Outgoing]:
         """The outputs `start` handed over once the broker acknowledged all of them (or
         the dead letter sent instead, when the broker refused one as too large)."""
+        refused: MessageSizeTooLargeError | None = None
         try:
             for ack in sent.acks:
                 await ack
             return self._sent(sent.outputs)
         except MessageSizeTooLargeError as exc:
             # The broker's limit is below ours: the record's fault, not the world's.
-            outputs = [self._dead_letters.letter(stage, origin, exc, without_value=True)]
+            refused = exc
+            outputs = sent.outputs
         except Exception as exc:
             if not is_worlds_fault(exc):
                 raise
@@ -121,6 +123,9 @@ class RecordHandling:
             outputs = sent.outputs
         async for attempt in self._retrying(stage, origin):
             with attempt:
+                if refused is not None:  # built here: keeping its value aside may need retries
+                    outputs = [self._dead_letters.letter(stage, origin, refused,
+                                                         without_value=True)]  # fmt: skip
                 return self._sent(await self._send_or_dead_letter(stage, origin, outputs))
         raise AssertionError("unreachable: tenacity retries until success")  # pragma: no cover
 

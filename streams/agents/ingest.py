@@ -8,7 +8,9 @@ PDF answers the pages whose own text layer is usable here, on the CPU
 (streams/media/text_layer.py): they go straight to docs.pages.done and are never rendered.
 A document that cannot be split goes to docs.dlq with the reason, and a `failed`
 DocumentResult tells the client without making it read the DLQ (and its callback,
-through a WebhookDelivery on docs.webhooks, when the submission gave one).
+through a WebhookDelivery on docs.webhooks, when the submission gave one). A render the
+agent abandons (a rebalance hands the record back: streams/agents/loops.py) raises the
+world's RenderAbandonedError instead: no verdict on the document, so no output at all.
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ from streams.blobs import BlobStore
 from streams.claim_check import ClaimCheck
 from streams.client.submit import stable_doc_id
 from streams.kafka.envelope import Origin, Outgoing, error_message, next_record
-from streams.kafka.faults import DeadLetters, is_worlds_fault
-from streams.media.sandbox import Renderer, RendererPool, RenderJob, TextLayerRead
+from streams.kafka.faults import DeadLetters, OutputTooLargeError, is_worlds_fault
+from streams.media.sandbox import Abandon, Renderer, RendererPool, RenderJob, TextLayerRead
 from streams.media.text_layer import TextPage
 from streams.routing import next_step
 from streams.topics import RESULTS, Topology
@@ -68,12 +70,13 @@ class Ingest:
         self.max_pixels = max_pixels
         self.budget = budget
 
-    def handle(self, origin: Origin) -> list[Outgoing]:
+    def handle(self, origin: Origin, abandon: Abandon | None = None) -> list[Outgoing]:
+        """The records of `origin`; its render gives up once `abandon` is abandoned."""
         submitted: DocumentSubmitted | None = None
         try:
             submitted = decode(DocumentSubmitted, origin.value)
             data = self._payload(submitted)
-            return self._split(origin, submitted, data)
+            return self._split(origin, submitted, data, abandon)
         except Exception as exc:  # a hostile document can make anything raise
             if is_worlds_fault(exc):
                 raise  # the world's fault, not the document's: the record is retried
@@ -94,14 +97,16 @@ class Ingest:
                 raise RecordError("payload.sha256 does not match the inline payload")
         return data
 
-    def _split(self, origin: Origin, sub: DocumentSubmitted, data: bytes) -> list[Outgoing]:
+    def _split(
+        self, origin: Origin, sub: DocumentSubmitted, data: bytes, abandon: Abandon | None
+    ) -> list[Outgoing]:
         doc_id = sub.doc_id or stable_doc_id(data, sub.operation, sub.options)
         job = RenderJob(data=data, dpi=sub.options.dpi, max_pages=sub.options.max_pages,
                         max_pixels=self.max_pixels, budget=self.budget,
                         text_layer=self._text_layer_mode(sub))  # fmt: skip
         text_pages: list[TextPage] = []
         images: dict[int, BlobRef] = {}
-        for item in self.renderer.pages(job):
+        for item in self.renderer.pages(job, abandon):
             if isinstance(item, TextLayerRead):
                 text_pages = item.pages
                 continue
@@ -139,6 +144,15 @@ class Ingest:
                 record = next_record(topic, doc_id, state, origin, f"page{page_no}")
             else:
                 state = page
+            if not record.fits(self.dead_letters.max_record_bytes):
+                # A page carries its submission's attributes and callback: ended here,
+                # with its `failed` result, instead of the step's outputs all replaced by
+                # one dead letter (DeadLetters.fit) that the client never hears of.
+                raise OutputTooLargeError(
+                    f"page {page_no} is a {record.size_bytes}-byte record, over the record "
+                    f"limit of {self.dead_letters.max_record_bytes}: its attributes or "
+                    "callback are too large"
+                )
             out.append(record)
             if self.progress:
                 out += progress.page_moved(self.topology, state, topic, origin)

@@ -63,7 +63,8 @@ class AgentMetrics:
         )
         self.render_restarts = Counter(
             "pagestream_agent_render_restarts_total",
-            "Render processes replaced, by reason (timeout, memory, crash, error).",
+            "Render processes replaced, by reason (timeout, memory, crash, error; abandoned: "
+            "killed to hand its document back on a rebalance).",
             ["reason"],
             registry=registry,
         )

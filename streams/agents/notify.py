@@ -49,6 +49,7 @@ from streams.kafka.envelope import Origin, Outgoing
 from streams.settings import AgentSettings
 from streams.telemetry import tracing
 from streams.webhooks import post as webhook
+from streams.webhooks.address import Resolver
 from streams.webhooks.errors import WebhookError
 from streams.webhooks.post import WebhookPolicy
 
@@ -92,6 +93,7 @@ class WebhookNotifier:
         self._concurrency = settings.webhook_concurrency
         self._limit = settings.max_in_flight
         self._client: httpx.AsyncClient | None = None
+        self._resolver = Resolver(timeout_s=settings.webhook_resolve_timeout_s)
         self._posts: set[_Post] = set()  # taken and not settled
         self._slots = asyncio.Semaphore(self._concurrency)  # POSTs under way
 
@@ -114,7 +116,7 @@ class WebhookNotifier:
             with tracing.hop(STAGE, parent, attributes={"pagestream.doc_id": delivery.doc_id}):
                 await webhook.post(self._client, delivery.callback, encode(delivery.result),
                                    idempotency_key=delivery.idempotency_key,
-                                   policy=self._policy)  # fmt: skip
+                                   policy=self._policy, resolver=self._resolver)  # fmt: skip
         except Exception:  # WebhookError, a bad record, anything a hostile URL makes httpx raise
             self._metrics.webhooks.labels("failed").inc()
             raise

@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
-from streams.kafka.envelope import RECORD_OVERHEAD_BYTES
+from streams.kafka import sizes
 from streams.kafka.faults import OutputTooLargeError
 
 
@@ -34,8 +34,10 @@ class JsonTable(MutableMapping[str, Any]):
     def __setitem__(self, key: str, value: Any) -> None:
         raw_key = key.encode()
         raw = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
-        size = len(raw_key) + len(raw) + RECORD_OVERHEAD_BYTES
-        if self._max_record_bytes is not None and size > self._max_record_bytes:
+        if self._max_record_bytes is not None and not sizes.fits(
+            raw_key, raw, (), self._max_record_bytes
+        ):
+            size = sizes.record_bytes(raw_key, raw)
             raise OutputTooLargeError(
                 f"deliver's table entry {key!r} would be a {size}-byte changelog record, "
                 f"over the record limit of {self._max_record_bytes}"

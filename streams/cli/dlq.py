@@ -123,3 +123,7 @@ def dlq_replay(
     verb = "would replay" if dry_run else "replayed"
     out.print(f"{verb} {report.replayed}, refused {report.refused}, "
               f"not matching {report.skipped}, replayed before {report.before}")  # fmt: skip
+    if report.deferred:
+        out.print(f"deferred {report.deferred}: too many letters sent past skipped ones "
+                  "for the group to record; replay the skipped ones (another filter) "
+                  "to go on")  # fmt: skip

@@ -21,7 +21,11 @@ def topics_apply_cmd() -> None:
     """Create missing topics, raise partition counts, align configs."""
     s = settings()
     changes = topics_apply.apply(
-        kafka.admin(s.kafka), s.topology, s.topics.replication_factor, s.topics.min_insync_replicas
+        kafka.admin(s.kafka),
+        s.topology,
+        s.topics.replication_factor,
+        s.topics.min_insync_replicas,
+        max_record_bytes=s.kafka.max_record_bytes,
     )
     for change in changes:
         out.print(str(change))

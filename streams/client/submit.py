@@ -124,6 +124,12 @@ class Submitter:
             },
         )
         out = first_record(self._topic, doc_id, record)
+        limit = self._settings.kafka.max_record_bytes
+        if not out.fits(limit):  # the one gate (streams/kafka/sizes.py), before a client refuses it
+            raise ValueError(
+                f"the submission of {doc_id} is a {out.size_bytes}-byte record, over the record "
+                f"limit of {limit} (PAGESTREAM_KAFKA__MAX_RECORD_BYTES): shorten its attributes"
+            )
         self._producer.produce(
             out.topic,
             key=out.key,

@@ -6,6 +6,8 @@
     faults        whose fault a failure is (WorldError, is_worlds_fault) and DeadLetters,
                   which builds, logs and counts every dead letter
     clients       confluent-kafka admin, producer and consumer from KafkaSettings
+    sizes         the one gate for record sizes: what a record costs on the wire, and
+                  the clients' and topics' limits derived from max_record_bytes
     errors        client errors as one line an operator can act on
     partitioning  the partition of a key (murmur2, as faust and the Java clients)
 
@@ -15,8 +17,8 @@ and `partitioning` load a client library, so they are imported where used, not h
 
 from __future__ import annotations
 
+from streams.kafka import sizes
 from streams.kafka.envelope import (
-    RECORD_OVERHEAD_BYTES,
     Header,
     Origin,
     Outgoing,
@@ -31,7 +33,6 @@ from streams.kafka.envelope import (
 from streams.kafka.faults import DeadLetters, OutputTooLargeError, WorldError, is_worlds_fault
 
 __all__ = [
-    "RECORD_OVERHEAD_BYTES",
     "DeadLetters",
     "Header",
     "Origin",
@@ -45,5 +46,6 @@ __all__ = [
     "fit_dead_letter",
     "is_worlds_fault",
     "next_record",
+    "sizes",
     "tick",
 ]

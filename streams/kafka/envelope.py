@@ -26,6 +26,7 @@ from typing import Any, Self
 
 from schemas import Record, encode, headers
 from schemas.errors import RecordError
+from streams.kafka import sizes
 from streams.telemetry.tracing import current_traceparent
 
 Header = tuple[str, bytes]
@@ -35,9 +36,6 @@ EVENT_ID_NAMESPACE = uuid.UUID("0b6f5a4e-2f63-4c7e-9d0e-5d3c8a1f4b21")
 # Stack traces can be long; a dead letter must stay far below the broker's limit.
 _MAX_STACKTRACE_CHARS = 8_000
 _MAX_MESSAGE_CHARS = 1_000
-# What a record costs beyond its key, value and headers (record and batch framing),
-# rounded up: a record that fits by size_bytes alone may not fit on the wire.
-RECORD_OVERHEAD_BYTES = 1024
 
 
 def header_value(pairs: Iterable[Header], name: str) -> str | None:
@@ -116,13 +114,13 @@ class Outgoing:
 
     @property
     def size_bytes(self) -> int:
-        """What the record counts against message.max.bytes (value, key, headers)."""
-        size = len(self.value or b"") + len(self.key or b"")
-        return size + sum(len(k) + len(v) for k, v in self.headers)
+        """What the record costs on the wire, framing included (streams/kafka/sizes.py)."""
+        return sizes.record_bytes(self.key, self.value, self.headers)
 
     def fits(self, max_record_bytes: int) -> bool:
-        """Whether it fits in a record of `max_record_bytes`, framing included."""
-        return self.size_bytes + RECORD_OVERHEAD_BYTES <= max_record_bytes
+        """Whether it may be produced under `max_record_bytes`: the one gate
+        (streams/kafka/sizes.py), with room for the next hop's headers."""
+        return sizes.fits(self.key, self.value, self.headers, max_record_bytes)
 
 
 # ---- standard headers ----------------------------------------------------
@@ -233,7 +231,10 @@ def error_message(exc: BaseException) -> str:
     RecordError messages are already safe (schemas.codec makes sure); for other
     exceptions the caller must not put document data into the message.
     """
-    text = exc.reason if isinstance(exc, RecordError) else str(exc)
+    try:
+        text = exc.reason if isinstance(exc, RecordError) else str(exc)
+    except Exception:  # a library's exception whose str() raises must still be reported
+        text = f"{type(exc).__name__} (its message could not be read)"
     text = " ".join(text.split()) or type(exc).__name__
     return text[:_MAX_MESSAGE_CHARS]
 

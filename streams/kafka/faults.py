@@ -145,12 +145,20 @@ class DeadLetters:
 
     def _value_aside(self, letter: Outgoing) -> Outgoing:
         """The letter without its value, which goes to the blob store when there is one
-        (`VALUE_REF` names it); `VALUE_DROPPED` gives its size either way."""
+        (`VALUE_REF` names it); `VALUE_DROPPED` gives its size either way.
+
+        A blob store that is unavailable raises (a `WorldError`): the record is retried
+        later like any record the world failed, since a letter without its value could
+        not be replayed. Anything else the store says is logged and the letter goes out
+        without the value (its coordinates still name the original while its topic
+        retains it)."""
         assert letter.value is not None  # noqa: S101 - checked by the caller
         said = [(headers.VALUE_DROPPED, str(len(letter.value)).encode())]
         if self._blobs is not None:
             try:
                 said.append((headers.VALUE_REF, self._blobs.put(letter.value).uri.encode()))
+            except WorldError:
+                raise
             except Exception as exc:  # the letter must go out: without the value, then
                 log.warning("dead letter to %s: value of %d bytes not kept (%s)",
                             letter.topic, len(letter.value), type(exc).__name__)  # fmt: skip

@@ -201,6 +201,7 @@ def _provision(settings: Settings) -> None:
         settings.topology,
         settings.topics.replication_factor,
         settings.topics.min_insync_replicas,
+        max_record_bytes=settings.kafka.max_record_bytes,
     )
     if settings.broker.secure:
         passwords = credentials.ensure(settings.broker)

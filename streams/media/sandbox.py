@@ -14,7 +14,10 @@ to its deadline holds one process, not ingest) and reads the pages back one at a
   does not look at signals while it renders) and a fresh one takes its place;
 - a child that dies (killed, crashed, out of memory) is replaced on the next document;
   the document it was working on fails with an error naming what happened, and is
-  never retried: the same bytes would kill the next child too.
+  never retried: the same bytes would kill the next child too;
+- the agent may abandon a document under way (`Abandon`: a rebalance hands its record
+  back to the partition's next owner, who renders it again): its child is killed and the
+  document raises RenderAbandonedError, the world's fault, never the document's.
 
 Each failure is a MediaError, so ingest dead-letters the document and ends it as
 `failed` like any other bad upload. The child is a fresh interpreter (``python -m
@@ -81,6 +84,44 @@ class RenderFailedError(MediaError):
     """The child raised something that is not a MediaError (named by class only)."""
 
 
+class RenderAbandonedError(WorldError, RuntimeError):
+    """The agent abandoned the document (Abandon): no verdict on it, so no dead letter."""
+
+
+class Abandon:
+    """One document's render, which the agent may give up from another thread (its
+    event loop, when a rebalance hands the record back): the render process working on
+    it is killed and the document raises RenderAbandonedError; one not begun yet
+    raises it at once."""
+
+    def __init__(self) -> None:
+        # Held while killing: once a render is detached, its process may be on another
+        # document, which must never be killed for this one.
+        self._lock = threading.Lock()
+        self._abandoned = False
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def abandoned(self) -> bool:
+        return self._abandoned
+
+    def abandon(self) -> None:
+        with self._lock:
+            self._abandoned = True
+            if self._proc is not None:
+                self._proc.kill()  # SIGKILL: MuPDF does not look at signals while it renders
+
+    def _attach(self, proc: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            if self._abandoned:
+                raise RenderAbandonedError("the render was abandoned before it began")
+            self._proc = proc
+
+    def _detach(self) -> None:
+        with self._lock:
+            self._proc = None
+
+
 @dataclass(frozen=True)
 class RenderJob:
     data: bytes
@@ -134,17 +175,23 @@ class Renderer:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
 
-    def pages(self, job: RenderJob) -> Iterator[TextLayerRead | PageImage]:
+    def pages(
+        self, job: RenderJob, abandon: Abandon | None = None
+    ) -> Iterator[TextLayerRead | PageImage]:
         """`paginate(job)`, run in the render process. Raises RenderTimeoutError,
-        RenderMemoryError, RenderCrashedError or the MediaError the child raised."""
+        RenderMemoryError, RenderCrashedError or the MediaError the child raised, and
+        RenderAbandonedError once `abandon` is abandoned."""
+        abandon = abandon or Abandon()
         with self._lock:
             conn = self._ready()
+            assert self._proc is not None  # noqa: S101 - _ready started it
+            abandon._attach(self._proc)
             deadline = time.monotonic() + self.timeout_s
             finished = False
             try:
                 conn.send(job)
                 while True:
-                    kind, value = self._receive(conn, deadline)
+                    kind, value = self._receive(conn, deadline, abandon)
                     if kind == "done":
                         finished = True
                         return
@@ -154,6 +201,7 @@ class Renderer:
                     finished = kind == "media"  # the child is fine after a MediaError
                     raise _error(kind, value, self.memory_bytes)
             finally:
+                abandon._detach()
                 if not finished:
                     # Stopped mid-document (an error, or the caller gave up): what the
                     # child still sends belongs to no one, so it goes.
@@ -188,7 +236,7 @@ class Renderer:
                  proc.pid, self.memory_bytes, self.timeout_s)  # fmt: skip
         return parent
 
-    def _receive(self, conn: Connection, deadline: float) -> tuple[str, Any]:
+    def _receive(self, conn: Connection, deadline: float, abandon: Abandon) -> tuple[str, Any]:
         remaining = deadline - time.monotonic()
         if remaining <= 0 or not conn.poll(remaining):
             self._replaced("timeout")
@@ -200,6 +248,9 @@ class Renderer:
             message: tuple[str, Any] = conn.recv()
         except (EOFError, OSError):
             code = self._exit_code()
+            if abandon.abandoned:  # killed for that: not a crash, and nothing to say
+                self._replaced("abandoned")
+                raise RenderAbandonedError("the render was abandoned") from None
             self._replaced("crash")
             how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
             raise RenderCrashedError(
@@ -221,7 +272,10 @@ class Renderer:
         if self.on_restart is not None:
             self.on_restart(reason)
         pid = self._proc.pid if self._proc is not None else None
-        log.warning("render process %s replaced: %s", pid, reason)
+        # An abandoned render is the agent's choice (a rebalance), not a fault.
+        (log.info if reason == "abandoned" else log.warning)(
+            "render process %s replaced: %s", pid, reason
+        )
         self._discard()
 
     def _discard(self) -> None:
@@ -262,12 +316,14 @@ class RendererPool:
     def size(self) -> int:
         return len(self.renderers)
 
-    def pages(self, job: RenderJob) -> Iterator[TextLayerRead | PageImage]:
-        """`Renderer.pages(job)` on a free render process; waits for one while all are
-        busy (ingest starts no more documents at once than there are processes)."""
+    def pages(
+        self, job: RenderJob, abandon: Abandon | None = None
+    ) -> Iterator[TextLayerRead | PageImage]:
+        """`Renderer.pages(job, abandon)` on a free render process; waits for one while
+        all are busy (ingest starts no more documents at once than there are processes)."""
         renderer = self._free.get()
         try:
-            yield from renderer.pages(job)
+            yield from renderer.pages(job, abandon)
         finally:
             self._free.put(renderer)
 

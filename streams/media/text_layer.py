@@ -39,6 +39,12 @@ pymupdf4llm.use_layout(False)
 log = logging.getLogger(__name__)
 
 MIN_CHARS = 40  # non-blank characters a usable page has at least
+# Past these a page's Markdown is its lines as they are, not pymupdf4llm's layout: the
+# converter's cost grows faster than the page (a page of 100,000 CJK characters took
+# 38 s there, its text layer 0.35 s; one of 30,000 short lines ran into the render
+# deadline). A dense page of a paper has ~6,000 characters and ~150 lines.
+LAYOUT_MAX_CHARS = 25_000
+LAYOUT_MAX_LINES = 2_000
 MAX_REPLACEMENT_SHARE = 0.02
 MAX_INVISIBLE_SHARE = 0.5
 _REPLACEMENT = "\ufffd"
@@ -76,7 +82,8 @@ def read_text_layer(data: bytes, *, dpi: int, max_pages: int, max_pixels: int) -
     """Every page's text layer, in page order. Raises MediaError as split_pages does."""
     with open_pdf(data, dpi=dpi, max_pages=max_pages, max_pixels=max_pixels) as doc:
         pages = [_read_page(doc[i], i + 1, dpi) for i in range(int(doc.page_count))]
-        with_text = [p.page_no - 1 for p in pages if p.chars]
+        pages = [_plain_if_dense(p) for p in pages]
+        with_text = [p.page_no - 1 for p in pages if p.chars and p.result.markdown is None]
         if not with_text:
             return pages
         try:
@@ -110,13 +117,25 @@ def pages_to_render(pages: list[TextPage], mode: TextLayer) -> list[int] | None:
     return [p.page_no for p in pages if p.refusal(mode) is not None]
 
 
+def _plain_if_dense(page: TextPage) -> TextPage:
+    """`page` with its lines as its Markdown when it is past the layout budget."""
+    lines = len(page.result.boxes)
+    if page.chars <= LAYOUT_MAX_CHARS and lines <= LAYOUT_MAX_LINES:
+        return page
+    note = (f"no Markdown layout: {page.chars} characters in {lines} lines, past the "
+            f"layout budget ({LAYOUT_MAX_CHARS} characters, {LAYOUT_MAX_LINES} lines); "
+            "lines kept in reading order")  # fmt: skip
+    result = page.result.model_copy(update={"markdown": page.result.text, "warnings": [note]})
+    return replace(page, result=result)
+
+
 def _with_warning(page: TextPage, note: str) -> TextPage:
     return replace(page, result=page.result.model_copy(update={"warnings": [note]}))
 
 
 def _with_markdown(page: TextPage, markdown: dict[int, str]) -> TextPage:
     md = markdown.get(page.page_no)  # pymupdf4llm numbers pages from 1 in its metadata
-    if md is None:
+    if md is None or page.result.markdown is not None:
         return page
     return replace(page, result=page.result.model_copy(update={"markdown": md}))
 

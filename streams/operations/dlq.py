@@ -37,6 +37,7 @@ from tenacity import retry, retry_if_exception, stop_after_delay, wait_exponenti
 from schemas import headers
 from streams.blobs import BlobError, BlobStore
 from streams.kafka import clients as kafka
+from streams.kafka import sizes
 from streams.kafka.envelope import Origin
 from streams.kafka.faults import WorldError
 from streams.settings import BlobSettings, Settings
@@ -182,6 +183,10 @@ class ReplayReport:
     refused: int = 0  # replayed too often already, or the value was dropped
     skipped: int = 0  # did not match the filter
     before: int = 0  # sent back by an earlier run of the group already
+    # Not sent this run: the group's record of letters sent past a skipped one is full
+    # (many skipped and sent letters interleaved). A run that sends the skipped ones
+    # (another filter) moves the position on and makes room.
+    deferred: int = 0
 
 
 _METADATA_CHARS = 3_500  # of the commit's metadata (brokers keep 4,096 by default)
@@ -195,6 +200,24 @@ class _Progress:
 
     position: int
     sent: set[int]
+    # Characters the metadata takes, counted as offsets are recorded (sorting the set
+    # for every letter would cost a replay of many letters dearly).
+    _chars: int = 0
+
+    def __post_init__(self) -> None:
+        self._chars = len(self.metadata())
+
+    def record(self, offset: int) -> bool:
+        """Records `offset` as sent back, if the commit's metadata has room for it; False
+        (not recorded) if it has not: the letter must not be sent, or later runs would
+        send it again, run after run."""
+        # A run of its own ("o,") or a run's end rewritten: never more than this.
+        grows = len(str(offset)) + 1
+        if self._chars + grows > _METADATA_CHARS:
+            return False
+        self._chars += grows
+        self.sent.add(offset)
+        return True
 
     @classmethod
     def committed(cls, tp: TopicPartition) -> _Progress:
@@ -210,19 +233,14 @@ class _Progress:
         (or nothing) behind."""
         self.position = read_up_to if first_unsent is None else first_unsent
         self.sent = {o for o in self.sent if o >= self.position}
+        self._chars = len(self.metadata())
 
     def metadata(self) -> str:
-        """The sent offsets as ranges; past the broker's limit the highest are left out
-        (those would be sent back again: at least once, never lost)."""
-        ranges: list[str] = []
-        size = 0
-        for first, last in _runs(sorted(self.sent)):
-            part = str(first) if first == last else f"{first}-{last}"
-            size += len(part) + 1
-            if size > _METADATA_CHARS:
-                break
-            ranges.append(part)
-        return ",".join(ranges)
+        """The sent offsets as ranges (`record` keeps them within the broker's limit)."""
+        return ",".join(
+            str(first) if first == last else f"{first}-{last}"
+            for first, last in _runs(sorted(self.sent))
+        )
 
 
 def _runs(offsets: list[int]) -> Iterator[tuple[int, int]]:
@@ -272,15 +290,16 @@ def replay(
             if dead.offset in progress[dead.partition].sent:
                 report.before += 1
                 continue
-            verdict = _verdict(dead, flt, max_replays)
-            value = dead.value
-            if verdict == "replay" and value is None:
-                value, verdict = _kept_value(dead, blobs)
+            verdict, value = _decide(dead, flt, max_replays, blobs, settings.kafka.max_record_bytes)
+            if verdict == "replay" and not progress[dead.partition].record(dead.offset):
+                verdict = "deferred"
             if verdict == "replay":
-                progress[dead.partition].sent.add(dead.offset)
                 if send is not None:
                     send(dead, value)
                 report.replayed += 1
+            elif verdict == "deferred":
+                first_unsent.setdefault(dead.partition, dead.offset)
+                report.deferred += 1
             else:
                 first_unsent.setdefault(dead.partition, dead.offset)
                 if verdict == "skip":
@@ -314,12 +333,38 @@ class _Sender:
         assert target is not None  # noqa: S101 - _verdict checked it
         time.sleep(max(0.0, self._next - time.monotonic()))
         self._next = max(self._next, time.monotonic()) + self._interval
-        kept: list[tuple[str, str | bytes | None]] = [
-            (k, v) for k, v in dead.headers if not _replaced(k)
-        ]
-        kept.append((headers.REPLAY_COUNT, str(dead.replays + 1).encode()))
-        self._producer.produce(target, value, dead.key, headers=kept)
+        sent: list[tuple[str, str | bytes | None]] = [*_sent_headers(dead)]
+        self._producer.produce(target, value, dead.key, headers=sent)
         self._producer.poll(0)
+
+
+def _decide(
+    dead: DeadLetter, flt: Filter, max_replays: int, blobs: _LazyStore, max_record_bytes: int
+) -> tuple[str, bytes | None]:
+    """The verdict on a dead letter ("replay", "skip" or why it is refused), and the value
+    to send back."""
+    verdict = _verdict(dead, flt, max_replays)
+    value = dead.value
+    if verdict == "replay" and value is None:
+        value, verdict = _kept_value(dead, blobs)
+    if verdict == "replay":
+        verdict = _fits(dead, value, max_record_bytes)
+    return verdict, value
+
+
+def _fits(dead: DeadLetter, value: bytes | None, max_record_bytes: int) -> str:
+    """ "replay" if the record sent back fits the record limit (the one gate,
+    streams/kafka/sizes.py), else why not: a producer would refuse it."""
+    size = sizes.record_bytes(dead.key, value, _sent_headers(dead))
+    if size > max_record_bytes:
+        return f"refused: {size} bytes sent back, over the record limit of {max_record_bytes}"
+    return "replay"
+
+
+def _sent_headers(dead: DeadLetter) -> list[tuple[str, bytes]]:
+    """The headers a replayed record carries: the original's, and the replay count."""
+    kept = [(k, v) for k, v in dead.headers if not _replaced(k)]
+    return [*kept, (headers.REPLAY_COUNT, str(dead.replays + 1).encode())]
 
 
 def _replaced(header_name: str) -> bool:

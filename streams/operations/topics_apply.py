@@ -22,6 +22,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from streams.kafka import sizes
 from streams.topics import Topology
 
 _TIMEOUT_S = 30.0
@@ -48,9 +49,13 @@ def apply(
     topology: Topology,
     replication_factor: int = 1,
     min_insync_replicas: int | None = None,
+    *,
+    max_record_bytes: int | None = None,
 ) -> list[Change]:
+    """The cluster's changes made; `max_record_bytes` (the one record limit,
+    KafkaSettings) sets every topic's max.message.bytes to what it needs."""
     existing = admin.list_topics(timeout=_TIMEOUT_S).topics
-    declared = _declared(topology, min_insync_replicas)
+    declared = _declared(topology, min_insync_replicas, max_record_bytes)
     changes: list[Change] = []
     to_create: list[NewTopic] = []
     to_grow: list[NewPartitions] = []
@@ -141,10 +146,14 @@ def _config_drift(
     return drift
 
 
-def _declared(topology: Topology, min_insync_replicas: int | None) -> dict[str, dict[str, str]]:
+def _declared(
+    topology: Topology, min_insync_replicas: int | None, max_record_bytes: int | None
+) -> dict[str, dict[str, str]]:
     """Each topic's enforced configs: its spec's, and the cluster-wide min.insync.replicas
-    the settings ask for."""
+    and record limit the settings ask for."""
     extra = {} if min_insync_replicas is None else {"min.insync.replicas": str(min_insync_replicas)}
+    if max_record_bytes is not None:
+        extra["max.message.bytes"] = str(sizes.topic_max_message_bytes(max_record_bytes))
     return {name: {**spec.configs(), **extra} for name, spec in topology.specs()}
 
 

@@ -61,6 +61,9 @@ class AgentSettings(BaseModel):
     webhook_allow_private: bool = False
     webhook_attempts: int = Field(default=5, ge=1)
     webhook_timeout_s: float = Field(default=10.0, gt=0)
+    # Bound of one look-up of a callback's host name (within webhook_timeout_s): a name
+    # whose DNS does not answer by then fails the attempt, which is retried.
+    webhook_resolve_timeout_s: float = Field(default=5.0, gt=0)
     # POSTs the notify agent makes at once per worker (a slow receiver holds one of
     # them for up to webhook_attempts x webhook_timeout_s, plus backoff).
     webhook_concurrency: int = Field(default=8, ge=1)

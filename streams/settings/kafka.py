@@ -17,6 +17,10 @@ from pydantic import BaseModel, Field, SecretStr, model_validator
 
 from streams.settings.paths import CACHE_DIR, REPO_ROOT
 
+# Larger records belong in the blob store: librdkafka's consumers fetch at most 50 MiB
+# by default (fetch.max.bytes, which must be at least message.max.bytes).
+_MAX_RECORD_LIMIT_BYTES = 32 * 1024 * 1024
+
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
@@ -33,11 +37,12 @@ class KafkaSettings(BaseModel):
     ssl_keyfile: Path | None = None
     ssl_key_password: SecretStr | None = None
     ssl_check_hostname: bool = True
-    # The largest record a pagestream producer sends: faust's and librdkafka's default.
-    # Topics' max.message.bytes (the broker's message.max.bytes) must allow it. Dead
-    # letters above it travel without their value; other outputs above it are the
-    # record's fault and dead-lettered.
-    max_record_bytes: int = Field(default=1_000_000, ge=64 * 1024)
+    # The one record limit: the largest record any pagestream producer sends, framing
+    # included (streams/kafka/sizes.py measures every record against it). The clients'
+    # message.max.bytes / max_request_size and the topics' max.message.bytes (`topics
+    # apply`) derive from it. What would not fit moves to the blob store (claim checks,
+    # dead-letter values); an output that still does not fit is the record's fault.
+    max_record_bytes: int = Field(default=1_000_000, ge=10_000, le=_MAX_RECORD_LIMIT_BYTES)
 
     @model_validator(mode="after")
     def _sasl_needs_credentials(self) -> KafkaSettings:
@@ -65,6 +70,9 @@ class KafkaSettings(BaseModel):
             "bootstrap.servers": self.bootstrap_servers,
             "client.id": self.client_id,
             "security.protocol": self.security_protocol,
+            # What the gate lets through, librdkafka lets through (its own measure of a
+            # record is smaller than the gate's: streams/kafka/sizes.py).
+            "message.max.bytes": self.max_record_bytes,
         }
         if self.uses_sasl:
             assert self.sasl_password is not None  # noqa: S101 - checked by the validator

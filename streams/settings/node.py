@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, model_validator
 
 from streams.settings.paths import WEIGHTS_DIR
 
@@ -112,6 +112,17 @@ class ExtractionSettings(BaseModel):
 class NodeSettings(BaseModel):
     """The micro-batch loop."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, data: Any) -> Any:
+        # Silently ignored, it would leave a node on a limit its operator thinks changed.
+        if isinstance(data, dict) and "max_output_bytes" in data:
+            raise ValueError(
+                "node.max_output_bytes is gone: the one record limit of every process is "
+                "PAGESTREAM_KAFKA__MAX_RECORD_BYTES"
+            )
+        return data
+
     # Both behind the topic prefix on the cluster (Settings.gpu_group,
     # Settings.gpu_transactional_id), like every group of a pipeline.
     group_id: str = "pagestream-gpu"
@@ -134,9 +145,6 @@ class NodeSettings(BaseModel):
     # so this only has to exceed that; extraction runs off the loop.
     max_poll_interval_ms: int = Field(default=300_000, ge=10_000)
     transaction_timeout_ms: int = Field(default=60_000, ge=1_000)
-    # A result or dead letter larger than this is not produced (the broker's default
-    # message.max.bytes is 1 MiB; leave room for the batch overhead).
-    max_output_bytes: int = Field(default=1_000_000, ge=10_000)
     # An unavailable engine (server down, circuit open): work is kept and retried after this.
     engine_retry_s: float = Field(default=5.0, gt=0)
     # On SIGTERM: how long to let in-flight extractions finish before the last commit.

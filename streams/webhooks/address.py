@@ -4,8 +4,9 @@ URLs resolving to loopback, link-local, private or otherwise non-public addresse
 (IPv6 forms that carry one included: NAT64, 6to4, Teredo, IPv4-mapped) are refused
 unless the configuration allows them (SSRF: a client could otherwise make the
 pipeline call the cloud metadata service or an internal admin port). The name is
-resolved once and the connection goes to the address that was checked (`Target`):
-streams/webhooks/post.py resolves again on each attempt and connects only there.
+resolved once (`Resolver`: bounded and cancellable) and the connection goes to the
+address that was checked (`Target`): streams/webhooks/post.py resolves again on each
+attempt and connects only there.
 """
 
 from __future__ import annotations
@@ -13,9 +14,13 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import aiodns
 import httpx
+from aiodns.error import ARES_EBADNAME, ARES_ETIMEOUT, DNSError
+from pycares.errno import errorcode
 
 from streams.webhooks.errors import Retryable, WebhookURLRefused
 
@@ -108,29 +113,90 @@ def parse(url: str) -> httpx.URL:
         )
     if parsed.port is not None and not 0 < parsed.port < 65536:
         raise _refused(f"port {parsed.port} is out of range")
+    host = parsed.raw_host.decode("ascii").removesuffix(".")
+    # httpx checks only non-ASCII names; IDNA's (and DNS's) lengths hold for all of them.
+    if _literal(host.split("%")[0]) is None and (
+        len(host) > 253 or any(len(label) > 63 for label in host.split("."))
+    ):
+        raise _refused("not a valid host name (IDNA)")
     return parsed
 
 
-async def resolve(url: str, *, allow_private: bool) -> Target:
+class Resolver:
+    """Host names to addresses for callbacks: c-ares (aiodns) on the running loop.
+
+    Not `loop.getaddrinfo`: that is libc's getaddrinfo on the loop's thread pool
+    (libuv's 4 threads under uvloop), and a call there cannot be cancelled. A few
+    callbacks whose DNS never answers held every thread for libc's own timeouts, past
+    any deadline of ours, and every other look-up of the worker waited behind them.
+    c-ares sends its queries from one event thread per channel over sockets it
+    multiplexes, so a name that is never answered holds nothing another look-up needs.
+
+    Bounds: a look-up ends within `timeout_s` (a Retryable "timeout"); c-ares ends its
+    own query about then too (two tries, the first of half the bound, so one lost
+    datagram is sent again), so nothing lingers. Look-ups in flight are bounded by the callers:
+    notify makes at most `webhook_concurrency` POSTs at once, each one look-up at a
+    time. There is deliberately no semaphore of look-up slots here: a fixed set of
+    slots that dead names can fill is the defect this replaces. Cancelling a look-up
+    ends it at once; its query, which c-ares cannot cancel alone, is dropped at c-ares's
+    own timeout and its answer ignored.
+
+    /etc/hosts is read first (c-ares follows nsswitch.conf, as libc does), and
+    `localhost` answers loopback without DNS. `nameservers` ("ip" or "ip:port") replace
+    those of /etc/resolv.conf. The channel is made on first use, on the running loop:
+    one Resolver serves one loop (a new loop gets a new channel).
+    """
+
+    def __init__(self, *, timeout_s: float = 5.0, nameservers: Sequence[str] = ()) -> None:
+        self.timeout_s = timeout_s
+        self._nameservers = list(nameservers)
+        self._dns: aiodns.DNSResolver | None = None
+
+    def _channel(self) -> aiodns.DNSResolver:
+        loop = asyncio.get_running_loop()
+        if self._dns is None or self._dns.loop is not loop:
+            self._dns = aiodns.DNSResolver(
+                self._nameservers or None, loop=loop, timeout=self.timeout_s / 2, tries=2
+            )
+        return self._dns
+
+    async def addresses(self, host: str, port: int) -> list[IPAddress]:
+        """Every address `host` (ASCII, as httpx encodes it) resolves to; Retryable when
+        none comes within the bound, a refusal for a name DNS cannot carry."""
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                result = await self._channel().getaddrinfo(host, port=port, type=socket.SOCK_STREAM)
+        except TimeoutError:
+            raise Retryable("host does not resolve (timeout)") from None
+        except DNSError as exc:
+            code = exc.args[0] if exc.args else None
+            if code == ARES_EBADNAME:  # too long, or not a DNS name at all: never resolves
+                raise _refused("not a valid host name") from None
+            if code == ARES_ETIMEOUT:
+                raise Retryable("host does not resolve (timeout)") from None
+            # Not found, no data, a server failure: the name may exist on a later attempt.
+            raise Retryable(f"host does not resolve ({errorcode.get(code, code)})") from None
+        return [ipaddress.ip_address(_text(node.addr[0]).split("%")[0]) for node in result.nodes]
+
+    async def close(self) -> None:
+        if self._dns is not None:
+            await self._dns.close()
+            self._dns = None
+
+
+def _text(address: str | bytes) -> str:
+    return address.decode("ascii") if isinstance(address, bytes) else address
+
+
+async def resolve(url: str, *, allow_private: bool, resolver: Resolver) -> Target:
     """Check the URL, resolve its host, check every address it resolves to."""
     parsed = parse(url)
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
     host = parsed.raw_host.decode("ascii")
     literal = _literal(host.split("%")[0])
-    if literal is not None:
-        addresses: list[IPAddress] = [literal]
-    else:
-        try:
-            infos = await asyncio.get_running_loop().getaddrinfo(
-                host, port, type=socket.SOCK_STREAM
-            )
-        except UnicodeError:
-            raise _refused("not a valid host name (IDNA)") from None
-        except OSError as exc:  # the resolver failed or the name does not exist: retried
-            raise Retryable(f"host does not resolve ({exc.__class__.__name__})") from None
-        addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
-        if not addresses:
-            raise Retryable("host does not resolve (no address)")
+    addresses = [literal] if literal is not None else await resolver.addresses(host, port)
+    if not addresses:
+        raise Retryable("host does not resolve (no address)")
     if not allow_private:
         for address in addresses:
             if not is_public(address):

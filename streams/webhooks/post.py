@@ -23,7 +23,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from streams.webhooks.address import Target, parse, resolve
+from streams.webhooks.address import Resolver, Target, parse, resolve
 from streams.webhooks.errors import Retryable, WebhookError
 from streams.webhooks.signing import (
     IDEMPOTENCY_HEADER,
@@ -44,19 +44,26 @@ class WebhookPolicy:
 
 
 async def post(
-    client: httpx.AsyncClient, url: str, body: bytes, *, idempotency_key: str, policy: WebhookPolicy
+    client: httpx.AsyncClient,
+    url: str,
+    body: bytes,
+    *,
+    idempotency_key: str,
+    policy: WebhookPolicy,
+    resolver: Resolver,
 ) -> int:
     """POST until a 2xx; 4xx other than 408/429 fail at once. Returns the attempts used.
 
-    Each attempt resolves the host, checks every address, and connects only to a
-    checked one (the next on a connection failure). It has one deadline for all of it
-    (resolving, connecting, sending, the response's status and headers): httpx's own
-    timeouts are per operation, so a receiver answering a byte at a time would never
-    trip them. The response body is never read (a receiver that sends an endless one
-    costs nothing) and the connection is closed after each POST: a pooled connection
-    to an address could otherwise be reused for another name on it without checking
-    that name's certificate. `client` must not use proxies from the environment
-    (trust_env=False): a proxy would be asked for the address, not the name."""
+    Each attempt resolves the host (`resolver`: bounded, cancellable), checks every
+    address, and connects only to a checked one (the next on a connection failure). It
+    has one deadline for all of it (resolving, connecting, sending, the response's
+    status and headers): httpx's own timeouts are per operation, so a receiver
+    answering a byte at a time would never trip them. The response body is never read
+    (a receiver that sends an endless one costs nothing) and the connection is closed
+    after each POST: a pooled connection to an address could otherwise be reused for
+    another name on it without checking that name's certificate. `client` must not use
+    proxies from the environment (trust_env=False): a proxy would be asked for the
+    address, not the name."""
     parse(url)  # a malformed URL is refused before any attempt
     attempts = 0
     try:
@@ -72,7 +79,9 @@ async def post(
                 attempts += 1
                 try:
                     async with asyncio.timeout(policy.timeout_s):
-                        target = await resolve(url, allow_private=policy.allow_private)
+                        target = await resolve(
+                            url, allow_private=policy.allow_private, resolver=resolver
+                        )
                         status = await _post_once(client, target, body, idempotency_key, policy)
                 except TimeoutError:
                     raise Retryable(f"no answer within {policy.timeout_s:g} s") from None

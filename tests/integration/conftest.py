@@ -45,7 +45,8 @@ def model_registry() -> ModelRegistry:
 @pytest.fixture
 def topology(settings: Settings) -> Topology:
     topo = settings.topology
-    topics_apply.apply(kafka.admin(settings.kafka), topo)
+    topics_apply.apply(kafka.admin(settings.kafka), topo,
+                       max_record_bytes=settings.kafka.max_record_bytes)  # fmt: skip
     return topo
 
 

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -48,6 +51,15 @@ class Worker:
 
     def tail(self, chars: int = 4000) -> str:
         return self.log.read_text(errors="replace")[-chars:]
+
+    def metric(self, sample: str, **labels: str) -> float:
+        """The value of one sample of the worker's /metrics (0 if it has none yet)."""
+        text = httpx.get(f"http://127.0.0.1:{self.web_port}/metrics", timeout=10).text
+        for family in text_string_to_metric_families(text):
+            for found in family.samples:
+                if found.name == sample and found.labels == labels:
+                    return float(found.value)
+        return 0.0
 
 
 def start_worker(

@@ -17,11 +17,16 @@ from streams.settings import ModelSettings, NodeSettings, Settings
 from streams.topics import FACTS_BY_STAGE, WORK_BY_STAGE, Topology
 
 
-def node_settings(settings: Settings, **node: Any) -> Settings:
+def node_settings(settings: Settings, max_record_bytes: int | None = None, **node: Any) -> Settings:
     """The test's settings with a CPU model set and a node of its own (transactional id,
-    a free HTTP port, short waits); `node` overrides NodeSettings fields."""
+    a free HTTP port, short waits); `node` overrides NodeSettings fields,
+    `max_record_bytes` the record limit."""
+    kafka = settings.kafka
+    if max_record_bytes is not None:
+        kafka = kafka.model_copy(update={"max_record_bytes": max_record_bytes})
     return settings.model_copy(
         update={
+            "kafka": kafka,
             "models": ModelSettings(device="cpu"),
             "node": NodeSettings(
                 http_host="127.0.0.1",

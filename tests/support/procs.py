@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -28,3 +29,17 @@ def children(pid: int) -> list[int]:
     for listing in Path(f"/proc/{pid}/task").glob("*/children"):
         found += [int(p) for p in listing.read_text().split()]
     return found
+
+
+def render_cpu_s(worker_pid: int) -> float:
+    """CPU seconds of an agents worker's render processes (each started by whichever
+    thread of the worker rendered first)."""
+    return cpu_seconds(children(worker_pid))
+
+
+def wait_until_rendering(worker_pid: int, since_s: float) -> None:
+    """Until the worker's render processes used a second of CPU more than `since_s`."""
+    deadline = time.monotonic() + 60
+    while render_cpu_s(worker_pid) < since_s + 1.0:
+        assert time.monotonic() < deadline, "the slow document never started rendering"
+        time.sleep(0.2)

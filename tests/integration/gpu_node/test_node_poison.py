@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import secrets
 
 import pytest
 from PIL import Image
@@ -162,7 +163,7 @@ def test_a_result_too_large_for_kafka_is_dead_lettered_not_a_crash_loop(
     bulky = {f"k{i}": "x" * 900 for i in range(16)}
     big = make_page(doc.image, doc_id="big", attributes=bulky)
     small = make_page(doc.image, doc_id="small")
-    with node_factory(max_output_bytes=12_000):
+    with node_factory(max_record_bytes=12_000):
         produce(settings, work, [(KEY, encode(big)), (KEY, encode(small))])
         out = read_committed(settings, [facts, dlq], expect=3, settle_s=1)
     results = [decode(PageState, m.value()) for m in out if m.topic() == facts]
@@ -173,7 +174,7 @@ def test_a_result_too_large_for_kafka_is_dead_lettered_not_a_crash_loop(
     assert slim.doc_id == "big" and slim.attributes == {} and "OutputTooLargeError" in slim.error
     h = dict(dead.headers())
     assert h[headers.ERROR_EXCEPTION_CLASS].endswith(b"OutputTooLargeError")
-    assert b"max_output_bytes" in h[headers.ERROR_EXCEPTION_MESSAGE]
+    assert b"MAX_RECORD_BYTES" in h[headers.ERROR_EXCEPTION_MESSAGE]
     # The original does not fit beside the error headers either: coordinates are kept.
     assert dead.value() is None
     assert int(h[headers.VALUE_DROPPED]) == len(encode(big))
@@ -265,10 +266,10 @@ def test_an_ocr_result_too_large_for_a_record_travels_as_a_claim_check(
     # for the page and its headers, not for its OCR (a letter gives kilobytes).
     limit = 10_000  # the smallest the node takes
     pads: dict[str, str] = {}
-    while (room := limit - 1500 - len(encode(page))) > 0:
+    while (room := limit - 3000 - len(encode(page))) > 0:
         pads[f"p{len(pads)}"] = "x" * min(900, room)
         page = page.model_copy(update={"attributes": pads})
-    with node_factory(max_output_bytes=limit):
+    with node_factory(max_record_bytes=limit):
         produce(settings, work, [(KEY, encode(page))])
         (out,) = read_committed(settings, [facts, topology.name(DLQ)], expect=1, settle_s=1)
     assert out.topic() == facts
@@ -281,3 +282,46 @@ def test_an_ocr_result_too_large_for_a_record_travels_as_a_claim_check(
     assert len(stored.model_dump_json()) > 1500
     # Routing takes the claim check for the stage's result: the page is done.
     assert next_step(fact).done
+
+
+def test_a_result_the_broker_refuses_is_dead_lettered_not_redone_forever(
+    settings, topology: Topology, node_factory, make_page
+):
+    # A facts topic whose max.message.bytes an operator set below pagestream's record
+    # limit (by hand, not with `topics apply`): the broker refuses a result the node's
+    # gate let through. The transaction aborts, and its redo dead-letters the page
+    # instead of writing the same refused record again, forever.
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    from streams.kafka import clients as kafka
+
+    work, facts = stage_topics(topology)[Stage.classify]
+    dlq = topology.name(DLQ)
+    (doc,) = generate(36, 1, doc_types=[DocumentType.letter], rotations=[0], width=240)
+    fine = make_page(doc.image, doc_id="fine")
+    # Random text, so that compression (the broker checks a compressed batch) does not
+    # shrink it back under the limit.
+    pads = {f"p{i}": secrets.token_urlsafe(750) for i in range(4)}
+    bulky = make_page(doc.image, doc_id="bulky", attributes=pads)
+    limit = len(encode(fine)) + 1_500  # the fine page's result fits, the bulky one's not
+    admin = kafka.admin(settings.kafka)
+    entry = ConfigEntry("max.message.bytes", str(limit),
+                        incremental_operation=AlterConfigOpType.SET)  # fmt: skip
+    resource = ConfigResource(ResourceType.TOPIC, facts, incremental_configs=[entry])
+    for fut in admin.incremental_alter_configs([resource]).values():
+        fut.result(30)
+    with node_factory() as node:
+        produce(settings, work, [(KEY, encode(bulky)), (KEY, encode(fine))])
+        out = read_committed(settings, [facts, dlq], expect=3, settle_s=1)
+        aborts = node.metrics.transactions.labels("abort")._value.get()
+    (dead,) = [m for m in out if m.topic() == dlq]
+    h = dict(dead.headers())
+    assert b"refused" in h[headers.ERROR_EXCEPTION_MESSAGE]
+    # Its value aside in the blob store: a replay, once the topic is fixed, sends it back.
+    assert dead.value() is None and h[headers.VALUE_REF]
+    facts_out = {p.doc_id: p for p in (decode(PageState, m.value()) for m in out
+                                       if m.topic() == facts)}  # fmt: skip
+    assert facts_out["fine"].error is None and facts_out["fine"].classification is not None
+    # The bulky page comes back slim with the reason, so its document can end.
+    assert facts_out["bulky"].error is not None and facts_out["bulky"].attributes == {}
+    assert aborts >= 1

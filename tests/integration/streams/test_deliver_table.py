@@ -112,3 +112,36 @@ def test_delivered_markers_expire(cli_env: Settings, topology: Topology, make_pa
     # delivered, deleted (a tombstone), delivered again
     assert [m.value() is None for m in entries] == [False, True, False], worker.tail()
     assert {m.key() for m in entries} == {b"exp-a"}
+
+
+def test_markers_recovered_from_the_changelog_expire_on_the_new_owner(
+    cli_env: Settings, topology: Topology, make_page, tmp_path: Path
+):
+    """A worker delivers a document and stops; the worker that takes its partitions
+    over recovers the marker from the changelog and drops it after delivered_ttl_s,
+    on a tick: before, it dropped only the markers it had written itself, and recovered
+    ones stayed in the table (memory) and its changelog forever."""
+    settings = cli_env
+    group = f"{settings.topics.prefix}{settings.agents.app_id}"
+    done_topic, changelog = topology.name(PAGES_DONE), topology.name(DELIVER_TABLE_CHANGELOG)
+    first = support.start_worker(tmp_path / "first.log", DELIVERED_TTL_S="3600")
+    second = None
+    try:
+        produce_pages(settings, done_topic, [_done(make_page, "rec-expire", 1, 1)])
+        assert len(read_committed(settings, [topology.name(RESULTS)], expect=1)) == 1
+        # Its marker in the changelog, and its page committed: the second worker has
+        # nothing to consume again, only the table to recover.
+        assert len(read_committed(settings, [changelog], expect=1, timeout_s=60)) == 1
+        _wait_committed(settings, group, done_topic)
+        first.stop()
+        second = support.start_worker(tmp_path / "second.log", DELIVERED_TTL_S="1",
+                                      TICK_INTERVAL_S="1")  # fmt: skip
+        entries = read_committed(settings, [changelog], expect=2, timeout_s=120)
+        assert second.poll() is None, second.tail()
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+    # The first worker's marker, then the second's tombstone.
+    assert [m.value() is None for m in entries] == [False, True], second.tail()
+    assert {m.key() for m in entries} == {b"rec-expire"}

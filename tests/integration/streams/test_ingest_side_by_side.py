@@ -9,7 +9,6 @@ document waited for the slow one's deadline.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from streams.topics import DLQ, WORK_BY_STAGE, Topology
 from tests.support import agents as support
 from tests.support.bad_inputs import busy_page_pdf, good_inputs
 from tests.support.pages import read_committed
-from tests.support.procs import children, cpu_seconds
+from tests.support.procs import render_cpu_s, wait_until_rendering
 
 pytestmark = [pytest.mark.kafka, pytest.mark.serial]  # render CPU measured, deadlines raced
 
@@ -46,18 +45,6 @@ def worker(cli_env: Settings, topology: Topology, tmp_path: Path) -> Iterator[su
         print(w.tail())
 
 
-def _render_cpu_s(worker_pid: int) -> float:
-    # Each render process was started by whichever thread of the worker rendered first.
-    return cpu_seconds(children(worker_pid))
-
-
-def _wait_until_rendering(worker: support.Worker, since_s: float) -> None:
-    deadline = time.monotonic() + 60
-    while _render_cpu_s(worker.proc.pid) < since_s + 1.0:
-        assert time.monotonic() < deadline, "the slow document never started rendering"
-        time.sleep(0.2)
-
-
 def test_ordinary_documents_pass_a_document_rendering_to_its_deadline(
     cli_env: Settings, topology: Topology, worker: support.Worker
 ) -> None:
@@ -73,12 +60,12 @@ def test_ordinary_documents_pass_a_document_rendering_to_its_deadline(
     (first,) = read_committed(settings, topics, expect=1, timeout_s=120)
     assert first.key() == b"warm-up"
 
-    before = _render_cpu_s(worker.proc.pid)
+    before = render_cpu_s(worker.proc.pid)
     sub.submit_bytes(busy_page_pdf(1, side_pt=100), operation=Operation.classify,
                      options=options, doc_id="slow")  # fmt: skip
     sub.flush()
     # Taken and rendering before the others are sent: each of them comes after it.
-    _wait_until_rendering(worker, since_s=before)
+    wait_until_rendering(worker.proc.pid, since_s=before)
     ordinary = {f"ok-{n}" for n in range(3)}
     for doc_id in sorted(ordinary):
         sub.submit_bytes(png, operation=Operation.classify, options=options, doc_id=doc_id)

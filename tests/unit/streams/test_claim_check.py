@@ -33,7 +33,7 @@ def test_without_a_blob_store_nothing_moves() -> None:
 
 def test_pages_then_markdown_move_to_the_blob_store(tmp_path: Path) -> None:
     store = BlobStore(str(tmp_path))
-    moved, value = ClaimCheck(store, max_record_bytes=20_000).apply(_result(8, "x" * 2_000))
+    moved, value = ClaimCheck(store, max_record_bytes=20_000).apply(_result(8, "x" * 2_300))
     assert len(value) < 20_000 and value == encode(moved)
     assert moved.pages == [] and moved.pages_ref is not None
     assert moved.markdown is None and moved.markdown_ref is not None

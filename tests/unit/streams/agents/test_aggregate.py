@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from schemas import ClassificationResult, DocumentType, Operation, Options, PageState, Stage
+from schemas.codec import encode
 from schemas.pages import BlobRef
-from streams.agents.aggregate import document_result
+from streams.agents.aggregate import MAX_MISSING_LISTED, document_result
+from streams.settings.kafka import KafkaSettings
 
 
 def _page(page_no: int, document_type: DocumentType, confidence: float = 0.9) -> PageState:
@@ -37,3 +39,22 @@ def test_pages_that_never_came_are_failed_with_the_reason() -> None:
         (2, "missing: no result within the deadline of 600s"),
         (3, "missing: no result within the deadline of 600s"),
     ]
+
+
+def test_a_huge_page_count_lists_a_bounded_number_of_missing_pages() -> None:
+    # A record that claims 10^9 pages: its result listed every page that never came,
+    # one PageResult and one error line each, without bound. 10^5 first: the unbounded
+    # list shows at a size that does not take the machine's memory down with it.
+    reason = "no result within the deadline of 600s"
+    for page_count in (10**5, 10**9):
+        page = _page(2, DocumentType.letter).model_copy(update={"page_count": page_count})
+        result = document_result([page], min_confidence=0.6, missing_reason=reason)
+        assert (result.status, result.page_count) == ("partial", page_count)
+        assert len(result.pages) == MAX_MISSING_LISTED + 1
+        assert [p.page_no for p in result.pages[:3]] == [1, 2, 3]
+        assert len(result.errors) == MAX_MISSING_LISTED + 1
+        rest = page_count - 1 - MAX_MISSING_LISTED
+        assert result.errors[-1] == (
+            f"pages {MAX_MISSING_LISTED + 2} to {page_count}: {rest} more missing: {reason}"
+        )
+        assert len(encode(result)) < KafkaSettings().max_record_bytes // 2

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from prometheus_client import CollectorRegistry
 
 from streams.agents.app import build_app
+from streams.agents.consumer import Transport
 from streams.settings import AgentSettings, Settings, TopicSettings
 from streams.topics import DELIVER_TABLE, DELIVER_TABLE_CHANGELOG, Topology
 
@@ -28,3 +31,10 @@ def test_the_table_reads_its_changelog_back_as_it_wrote_it() -> None:
     assert (table.key_serializer, table.value_serializer) == ("raw", "raw")
     topic = table.changelog_topic
     assert (topic.key_serializer, topic.value_serializer) == ("raw", "raw")
+
+
+def test_ingest_hands_back_its_renders_before_faust_waits_on_a_rebalance() -> None:
+    # faust waits for every record taken before a rebalance completes (consumer.py).
+    app = build_app(_settings(), CollectorRegistry())
+    hooks = cast(Transport, app.transport).before_wait_empty
+    assert "hand_back_renders" in [hook.__name__ for hook in hooks]

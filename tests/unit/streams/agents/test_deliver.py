@@ -368,7 +368,7 @@ def test_a_page_too_large_for_the_tables_changelog_is_kept_with_its_ocr_by_refer
                       blobs=store, max_record_bytes=20_000)  # fmt: skip
     table = JsonTable(dict[bytes, bytes](), max_record_bytes=20_000)
     dense = _page("dense", 1, 2).model_copy(
-        update={"ocr": OcrResult(text="文書" * 3_000, confidence=0.9)}  # 18 KB of UTF-8
+        update={"ocr": OcrResult(text="文書" * 3_200, confidence=0.9)}  # 19 KB of UTF-8
     )
     assert _run(deliver, _origin(dense), table) == []
     (emit,) = _run(deliver, _origin(_page("dense", 2, 2)), table)
@@ -376,7 +376,7 @@ def test_a_page_too_large_for_the_tables_changelog_is_kept_with_its_ocr_by_refer
     first = result.pages[0]
     assert result.status == "completed" and first.ocr is None and first.ocr_ref is not None
     stored = OcrResult.model_validate_json(store.get(first.ocr_ref.uri))
-    assert stored.text == "文書" * 3_000
+    assert stored.text == "文書" * 3_200
 
 
 def test_a_result_too_large_for_a_record_moves_its_pages_to_the_blob_store(tmp_path) -> None:

@@ -27,7 +27,7 @@ from streams.blobs import BlobStore
 from streams.kafka.envelope import Origin
 from streams.kafka.faults import DeadLetters
 from streams.media.raster import Budget
-from streams.media.sandbox import Renderer
+from streams.media.sandbox import Abandon, RenderAbandonedError, Renderer
 from streams.topics import DLQ, GPU_CLASSIFY, GPU_ORIENT, RAW, RESULTS, WEBHOOKS, Topology
 from synth.pdf import images_to_pdf
 
@@ -123,6 +123,15 @@ def test_an_unreadable_document_with_a_doc_id_is_dead_lettered_and_failed(ingest
     assert failed.topic == TOPO.name(RESULTS) and failed.key == b"d4"
     result = decode(DocumentResult, failed.value)
     assert result.status == "failed" and result.errors
+
+
+def test_an_abandoned_render_is_no_verdict_on_the_document(ingest: Ingest) -> None:
+    # A rebalance handed the record back: its next owner renders it, so nothing is
+    # written here, neither pages nor a dead letter nor a failed result.
+    abandon = Abandon()
+    abandon.abandon()
+    with pytest.raises(RenderAbandonedError):
+        ingest.handle(_origin(_submitted(_png(), doc_id="d9", operation="classify")), abandon)
 
 
 def test_an_unreadable_document_with_a_callback_has_its_failed_result_posted(

@@ -15,9 +15,12 @@ import pytest
 from PIL import Image
 
 from schemas import TextLayer
-from streams.media.errors import DocumentTooLargeError, TooManyPagesError
+from streams.kafka.faults import is_worlds_fault
+from streams.media.errors import DocumentTooLargeError, MediaError, TooManyPagesError
 from streams.media.raster import UNLIMITED, Budget, PageImage
 from streams.media.sandbox import (
+    Abandon,
+    RenderAbandonedError,
     RenderCrashedError,
     Renderer,
     RendererPool,
@@ -122,6 +125,53 @@ def test_a_render_process_killed_mid_document_fails_that_document_only(
         list(renderer.pages(job(SLOW_PDF)))
     (_, page) = renderer.pages(job(good_inputs()["png"]))
     assert isinstance(page, PageImage) and renderer.restarts == {"crash": 1}
+
+
+def test_an_abandoned_render_kills_its_process_and_is_no_verdict_on_the_document(
+    renderer: Renderer,
+) -> None:
+    # A rebalance hands the record back: its render stops now, not at the deadline, and
+    # is neither the document's failure nor a timeout.
+    pid = _started(renderer)
+    abandon = Abandon()
+    pages = renderer.pages(job(SLOW_PDF), abandon)
+    assert isinstance(next(pages), TextLayerRead)  # rendering the page has begun
+    abandon.abandon()
+    with pytest.raises(RenderAbandonedError) as raised:
+        list(pages)
+    assert is_worlds_fault(raised.value) and not isinstance(raised.value, MediaError)
+    assert _gone(pid) and renderer.restarts == {"abandoned": 1}
+    (_, page) = renderer.pages(job(good_inputs()["png"]))
+    assert isinstance(page, PageImage)
+
+
+def _started(renderer: Renderer) -> int:
+    """The renderer's process, started by a small document."""
+    list(renderer.pages(job(good_inputs()["png"])))
+    pid = renderer.pid
+    assert pid is not None
+    return pid
+
+
+def test_a_render_abandoned_before_it_begins_uses_no_process(renderer: Renderer) -> None:
+    pid = _started(renderer)
+    abandon = Abandon()
+    abandon.abandon()
+    with pytest.raises(RenderAbandonedError):
+        list(renderer.pages(job(SLOW_PDF), abandon))
+    assert renderer.pid == pid and renderer.restarts == {}
+
+
+def test_abandoning_a_finished_render_leaves_the_next_document_alone(renderer: Renderer) -> None:
+    # The process has moved on to another document, which must not die for this one.
+    first = Abandon()
+    list(renderer.pages(job(good_inputs()["png"]), first))
+    pid = renderer.pid
+    second = renderer.pages(job(THREE_FRAMES), Abandon())
+    assert isinstance(next(second), TextLayerRead)
+    first.abandon()
+    assert len(list(second)) == 3
+    assert renderer.pid == pid and renderer.restarts == {}
 
 
 def test_a_render_process_whose_agent_is_gone_stops_rendering() -> None:

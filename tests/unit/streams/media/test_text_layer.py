@@ -111,3 +111,23 @@ def test_a_converter_failure_keeps_the_plain_text(monkeypatch: pytest.MonkeyPatc
         "no Markdown: the converter failed (IndexError); plain text kept"
     ]
     assert page.refusal(TextLayer.auto) is None  # still answered from its text layer
+
+
+def test_a_page_past_the_layout_budget_keeps_its_lines_as_markdown() -> None:
+    # 100,800 CJK characters on one page: pymupdf4llm's layout took 38 s of it (its
+    # textpage three times, its table finder per character), the text layer 0.35 s.
+    from tests.support.pages import dense_cjk_pdf
+
+    normal, dense = read_text_layer(_two_pages(report_pages(1, 1)[0], dense_cjk_pdf(360, 1)),
+                                    **LIMITS)  # fmt: skip
+    assert dense.chars > 100_000
+    assert dense.result.markdown == dense.result.text
+    assert "past the layout budget" in dense.result.warnings[0]
+    # The page beside it still gets its layout.
+    assert (normal.result.markdown or "").startswith("# ") and not normal.result.warnings
+
+
+def _two_pages(spec, dense: bytes) -> bytes:  # type: ignore[no-untyped-def]
+    doc = pymupdf.open(stream=text_pdf([spec]), filetype="pdf")
+    doc.insert_pdf(pymupdf.open(stream=dense, filetype="pdf"))
+    return bytes(doc.tobytes())

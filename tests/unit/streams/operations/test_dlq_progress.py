@@ -29,3 +29,19 @@ def test_a_partition_between_leaders_is_asked_again() -> None:
     assert _retriable(KafkaException(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION)))
     assert not _retriable(KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)))
     assert not _retriable(ValueError("x"))
+
+
+def test_a_letter_is_sent_back_only_if_its_offset_can_be_recorded() -> None:
+    # Skipped and sent letters interleaved (every other one matches the filter): each
+    # sent one is a run of its own in the commit's metadata, which the broker caps.
+    # Past the cap a letter is deferred, never sent unrecorded: an unrecorded one was
+    # sent again by every later run.
+    progress = _Progress(0, set())
+    recorded = [o for o in range(1, 4_000, 2) if progress.record(o)]
+    assert 0 < len(recorded) < 2_000
+    metadata = progress.metadata()
+    assert len(metadata) <= 3_500
+    assert _Progress.committed(TopicPartition("t", 0, 0, metadata=metadata)).sent == set(recorded)
+    # A run that sends the skipped ones moves the position on and makes room again.
+    progress.advance(first_unsent=None, read_up_to=4_000)
+    assert progress.record(4_001)

@@ -93,3 +93,10 @@ def test_defaults_that_name_repository_files_find_them() -> None:
     # The sections live in streams/settings/; their paths must still start at the repository.
     assert BrokerSettings().pom.is_file()
     assert ModelSettings().classifier_checkpoint.is_file()
+
+
+def test_the_node_refuses_its_old_record_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Ignored, it would leave a node on a limit its operator thinks changed.
+    monkeypatch.setenv("PAGESTREAM_NODE__MAX_OUTPUT_BYTES", "2000000")
+    with pytest.raises(ValidationError, match="PAGESTREAM_KAFKA__MAX_RECORD_BYTES"):
+        Settings()

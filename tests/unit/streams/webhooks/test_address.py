@@ -7,12 +7,13 @@ import asyncio
 
 import pytest
 
-from streams.webhooks.address import Target, parse, resolve
+from streams.webhooks.address import Resolver, Target, parse, resolve
 from streams.webhooks.errors import WebhookURLRefused
 
 
 def _resolve(url: str, *, allow_private: bool = False) -> Target:
-    return asyncio.run(resolve(url, allow_private=allow_private))
+    # The system's configuration: localhost from /etc/hosts, literals never looked up.
+    return asyncio.run(resolve(url, allow_private=allow_private, resolver=Resolver()))
 
 
 @pytest.mark.parametrize(
@@ -59,6 +60,7 @@ def test_ipv6_forms_of_private_ipv4_addresses_are_refused(url):
     ("url", "reason"),
     [
         ("http://" + "a" * 64 + ".example/x", "IDNA"),  # a label IDNA refuses
+        ("http://" + ".".join(["a" * 60] * 5) + "/x", "IDNA"),  # past 253 characters
         ("http://ex\u00e4mple..example/x", "IDNA"),  # an empty label, non-ASCII name
         ("http://a\u200db.example/x", "IDNA"),  # a joiner IDNA 2003 would drop silently
         ("http://example.com:99999/x", "port 99999 is out of range"),

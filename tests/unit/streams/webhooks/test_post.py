@@ -1,6 +1,6 @@
 """Webhook POST: signed body, idempotency key, bounded retries, connections only to the
-checked addresses; against a real local HTTP server (the narrow test double the
-standards allow for an outside endpoint)."""
+checked addresses; against a real local HTTP server and a real local DNS server (the
+narrow test doubles the standards allow for outside endpoints)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 
+from streams.webhooks.address import Resolver
 from streams.webhooks.errors import WebhookError, WebhookURLRefused
 from streams.webhooks.post import WebhookPolicy, post
 from streams.webhooks.signing import IDEMPOTENCY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER
+from tests.support.dns import DnsServer
 
 SECRET = b"s3cret"
 
@@ -55,11 +57,24 @@ def receiver() -> Iterator[tuple[Receiver, str]]:
         server.shutdown()
 
 
-def _post(url: str, body: bytes = b'{"doc_id":"d1"}', **policy: object) -> int:
+def _post(
+    url: str,
+    body: bytes = b'{"doc_id":"d1"}',
+    *,
+    dns: DnsServer | None = None,
+    resolve_timeout_s: float = 5,
+    **policy: object,
+) -> int:
     async def run() -> int:
+        nameservers = [dns.nameserver] if dns else []
+        resolver = Resolver(timeout_s=resolve_timeout_s, nameservers=nameservers)
         async with httpx.AsyncClient(trust_env=False) as client:
             pol = WebhookPolicy(secret=SECRET, backoff_initial_s=0.01, backoff_max_s=0.02, **policy)
-            return await post(client, url, body, idempotency_key="d1:e1", policy=pol)
+            try:
+                return await post(client, url, body, idempotency_key="d1:e1", policy=pol,
+                                  resolver=resolver)  # fmt: skip
+            finally:
+                await resolver.close()
 
     return asyncio.run(run())
 
@@ -101,62 +116,50 @@ def test_client_errors_are_not_retried(receiver):
 # ---- hostile names and receivers --------------------------------------------
 
 
-class _Resolver:
-    """A resolver stub: `hook.example` answers the given addresses; other names resolve
-    as usual. Counts the look-ups of hook.example."""
-
-    def __init__(
-        self, monkeypatch: pytest.MonkeyPatch, *addresses: str, fail_first: int = 0
-    ) -> None:
-        self.calls = 0
-        real = asyncio.BaseEventLoop.getaddrinfo
-
-        async def getaddrinfo(loop, host, port, *args, **kwargs):  # type: ignore[no-untyped-def]
-            if host != "hook.example":
-                return await real(loop, host, port, *args, **kwargs)
-            self.calls += 1
-            if self.calls <= fail_first:
-                raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
-            family = {True: socket.AF_INET6, False: socket.AF_INET}
-            return [(family[":" in a], socket.SOCK_STREAM, 6, "", (a, port)) for a in addresses]
-
-        monkeypatch.setattr(asyncio.BaseEventLoop, "getaddrinfo", getaddrinfo)
+def _hook(dns: DnsServer, receiver_url: str, *addresses: str) -> str:
+    """The receiver's URL under the name hook.example, which `dns` answers `addresses`."""
+    dns.addresses["hook.example"] = list(addresses)
+    return f"http://hook.example:{receiver_url.split(':')[2]}"
 
 
-def test_the_connection_goes_to_the_address_that_was_checked(receiver, monkeypatch):
+def test_the_connection_goes_to_the_address_that_was_checked(receiver, dns):
     state, url = receiver
-    port = url.split(":")[2].split("/")[0]
-    resolver = _Resolver(monkeypatch, "127.0.0.1")
     state.statuses = [503]  # two attempts, each resolving and checking again
     # Nothing else can resolve hook.example: only a connection to the checked address
     # gets through.
-    assert _post(f"http://hook.example:{port}/hook", allow_private=True) == 2
-    assert resolver.calls == 2
+    assert _post(_hook(dns, url, "127.0.0.1"), dns=dns, allow_private=True) == 2
+    assert dns.a_questions["hook.example"] == 2  # one look-up per attempt
+    port = url.split(":")[2].split("/")[0]
     assert [h["Host"] for h, _ in state.received] == [f"hook.example:{port}"] * 2
 
 
-def test_the_next_checked_address_is_tried_when_one_refuses_connections(receiver, monkeypatch):
+def test_the_next_checked_address_is_tried_when_one_refuses_connections(receiver, dns):
     state, url = receiver
-    port = url.split(":")[2].split("/")[0]
     # Nothing listens on 127.0.0.2 (the receiver is bound to 127.0.0.1 only).
-    _Resolver(monkeypatch, "127.0.0.2", "127.0.0.1")
-    assert _post(f"http://hook.example:{port}/hook", allow_private=True) == 1
+    assert _post(_hook(dns, url, "127.0.0.2", "127.0.0.1"), dns=dns, allow_private=True) == 1
     assert len(state.received) == 1
 
 
-def test_a_resolver_failure_is_retried(receiver, monkeypatch):
+def test_a_name_that_does_not_resolve_yet_is_retried(receiver, dns):
     state, url = receiver
-    port = url.split(":")[2].split("/")[0]
-    resolver = _Resolver(monkeypatch, "127.0.0.1", fail_first=1)
-    assert _post(f"http://hook.example:{port}/hook", allow_private=True) == 2
-    assert resolver.calls == 2 and len(state.received) == 1
+    dns.missing_first["hook.example"] = 2  # the first look-up's A and AAAA: NXDOMAIN
+    assert _post(_hook(dns, url, "127.0.0.1"), dns=dns, allow_private=True) == 2
+    assert dns.a_questions["hook.example"] == 2 and len(state.received) == 1
 
 
-def test_a_name_with_any_private_address_is_refused(monkeypatch):
+def test_a_name_whose_dns_never_answers_fails_each_attempt_at_the_look_up_bound(dns):
+    dns.silent.add("hook.example")
+    # The attempt's deadline (60 s) is not what ends it: the look-up's bound is.
+    with pytest.raises(WebhookError, match=r"after 2 attempts, last: host does not resolve "
+                       r"\(timeout\)"):  # fmt: skip
+        _post("http://hook.example/x", dns=dns, resolve_timeout_s=0.5, attempts=2, timeout_s=60)
+
+
+def test_a_name_with_any_private_address_is_refused(dns):
     # A public address first, then loopback: refused before any connection is made.
-    _Resolver(monkeypatch, "8.8.8.8", "127.0.0.1")
+    dns.addresses["hook.example"] = ["8.8.8.8", "127.0.0.1"]
     with pytest.raises(WebhookURLRefused, match=r"non-public address 127\.0\.0\.1"):
-        _post("http://hook.example/x")
+        _post("http://hook.example/x", dns=dns)
 
 
 Serve = Callable[[socket.socket, threading.Event], None]
