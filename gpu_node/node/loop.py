@@ -147,6 +147,7 @@ class GpuNode:
         self._transactions = Transactions(
             producer, consumer, self.metrics, count_outputs=self.outcomes.count,
             on_refused=self.outcomes.refused_by_broker,
+            on_committed=self.outcomes.committed,
         )  # fmt: skip
 
     @property
@@ -310,8 +311,13 @@ class GpuNode:
                 log.warning("consumer: %s", err)
                 continue
             origin = Origin.from_message(msg)
-            if (origin.topic, origin.partition) not in self.assigned:
+            tp = (origin.topic, origin.partition)
+            if tp not in self.assigned:
                 continue  # revoked within this consume() call: the new owner reads it
+            if tp in self.partitions.retry_at:
+                # Rewound for a retry (by a record earlier in this batch, say): the rest
+                # is read again from the rewind, and a slot now would commit past it.
+                continue
             stage = self.stage_of_topic[origin.topic]
             slot = self.order.add(origin.topic, origin.partition, origin.offset)
             self.metrics.records_in.labels(stage.value).inc()

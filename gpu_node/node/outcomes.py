@@ -22,6 +22,7 @@ from gpu_node.node.metrics import NodeMetrics
 from gpu_node.node.ordering import OffsetOrder, RecordKey, Slot
 from gpu_node.node.stages import StageOutcome
 from gpu_node.node.tasks import Task
+from gpu_node.node.transactions import Refusals
 from schemas import PageState, Stage, headers
 from streams.blobs import BlobStore
 from streams.claim_check import ClaimCheck
@@ -69,15 +70,28 @@ class Outcomes:
         self.stage_of_output = {t: s for s, t in facts_topic.items()}
         self.dead_letters = dead_letters
         self._retry_later = retry_later
-        # Inputs whose outputs the broker refused as too large, and how often
-        # (transactions.py): redone, they are dead-lettered instead (without their value
-        # the first time, with the error headers alone after that). A few per topic
-        # misconfigured, so never pruned.
-        self._refusals: dict[RecordKey, int] = {}
+        # Inputs whose outputs the broker refused as too large, and how often by which
+        # topic (transactions.py): redone, they are dead-lettered instead. Refused on
+        # its facts topic, the page's error goes back slim, then not at all; refused on
+        # docs.dlq, the letter goes without its value, then with its error headers
+        # alone. Dropped once the input's outcome commits.
+        self._refusals: dict[RecordKey, dict[str, int]] = {}
 
-    def refused_by_broker(self, sources: set[RecordKey]) -> None:
+    def refused_by_broker(self, refused: Refusals) -> None:
+        for key, topics in refused.items():
+            counts = self._refusals.setdefault(key, {})
+            for topic in topics:
+                counts[topic] = counts.get(topic, 0) + 1
+
+    def committed(self, sources: set[RecordKey]) -> None:
         for key in sources:
-            self._refusals[key] = self._refusals.get(key, 0) + 1
+            self._refusals.pop(key, None)
+
+    def _refused(self, slot: Slot) -> tuple[int, int]:
+        """How often the broker refused this input's fact, and its dead letter."""
+        counts = self._refusals.get(_key(slot), {})
+        dlq = counts.get(self.dead_letters.dlq_topic, 0)
+        return sum(counts.values()) - dlq, dlq
 
     def apply(self, outcomes: list[StageOutcome]) -> None:
         for task, outcome in outcomes:
@@ -158,9 +172,8 @@ class Outcomes:
             return
         letter = self._dead_letter_record(task.slot, task.origin, task.stage, exc, task.attempts)
         if letter is not None:
-            # Refused once: the page's error goes slim; refused twice: the letter alone.
-            refusals = self._refusals.get(_key(task.slot), 0)
-            page_error = [] if refusals > 1 else self._page_error(task, exc, slim=refusals > 0)
+            facts, _ = self._refused(task.slot)
+            page_error = [] if facts > 1 else self._page_error(task, exc, slim=facts > 0)
             self.order.resolve(task.slot, [letter, *page_error])
 
     def _page_error(self, task: Task, exc: BaseException, *, slim: bool) -> list[Outgoing]:
@@ -188,15 +201,15 @@ class Outcomes:
         """The dead letter, or None when its value could not be kept aside (the blob
         store unavailable): then the slot's partition is retried later, since a letter
         without its value could never be replayed."""
-        refusals = self._refusals.get(_key(slot), 0)
+        _, dlq = self._refused(slot)
         try:
             letter = self.dead_letters.letter(
-                stage.value, origin, exc, attempts=attempts, without_value=refusals > 0
+                stage.value, origin, exc, attempts=attempts, without_value=dlq > 0
             )
         except WorldError as world:
             self._retry_later(slot, world)
             return None
-        return self.dead_letters.bare(letter) if refusals > 1 else letter
+        return self.dead_letters.bare(letter) if dlq > 1 else letter
 
     def count(self, outputs: list[Outgoing]) -> None:
         """The metrics of records about to be committed: results per stage, dead letters."""

@@ -70,9 +70,11 @@ class Partitions:
         dead-lettering."""
         tp = slot.tp
         self._commit_ready()  # what is finished before it needs no redo
-        first = self._order.first_pending(tp)
+        # Never forward of the failing record itself (it may be the only one pending).
+        pending = self._order.first_pending(tp)
+        first = slot.offset if pending is None else min(pending, slot.offset)
         self._order.drop([tp])
-        if tp not in self.assigned or first is None:
+        if tp not in self.assigned:
             return
         log.warning("%s[%d]@%d: %s; the partition is retried in %.0fs", tp[0], tp[1],
                     slot.offset, exc, self._settings.engine_retry_s)  # fmt: skip

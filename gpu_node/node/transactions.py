@@ -10,10 +10,12 @@ with the same transactional.id).
 What goes wrong, and what happens then:
 - an abortable error, a record the broker refuses, a local queue that stays full:
   the transaction is aborted and the partitions are rewound to the first released
-  offset, so the same work is redone; the inputs whose outputs the broker refused as
-  too large (a topic whose max.message.bytes is below pagestream's record limit) are
-  handed to `on_refused`, so their redo dead-letters them instead of writing the same
-  refused record forever;
+  offset, so the same work is redone. An output the broker refused as too large (a
+  topic whose max.message.bytes is below pagestream's record limit) makes its input a
+  suspect: the broker refuses a whole batch, so the refusal may be a neighbour's. On the
+  redo a suspect's outputs are produced alone (flushed before and after); refused
+  again, the input and the topics that refused it go to `on_refused`, and its next
+  redo dead-letters it instead of writing the same refused record forever;
 - a retriable error on commit: the commit is repeated (its outcome is unknown, and
   aborting would be invalid), a few times, then the node must restart;
 - a fatal error (fenced by a newer instance, say), or an abort that fails: the
@@ -35,6 +37,9 @@ from gpu_node.node.ordering import Ready, RecordKey, TopicPartitionKey
 from streams.kafka.envelope import Outgoing
 
 log = logging.getLogger(__name__)
+
+# Inputs whose outputs the broker refused as too large, and the topics that refused them.
+Refusals = dict[RecordKey, set[str]]
 
 TXN_TIMEOUT_S = 30.0
 _COMMIT_RETRIES = 5
@@ -64,16 +69,22 @@ class Transactions:
         metrics: NodeMetrics,
         *,
         count_outputs: Callable[[list[Outgoing]], None],
-        on_refused: Callable[[set[RecordKey]], None] = lambda _: None,
+        on_refused: Callable[[Refusals], None] = lambda _: None,
+        on_committed: Callable[[set[RecordKey]], None] = lambda _: None,
     ) -> None:
         self._producer = producer
         self._consumer = consumer
         self._metrics = metrics
         self._count_outputs = count_outputs
         self._on_refused = on_refused
+        self._on_committed = on_committed
         self._open = False
-        # Inputs of the open transaction whose outputs the broker refused as too large.
-        self._refused: set[RecordKey] = set()
+        # Inputs of the open transaction whose outputs the broker refused as too large,
+        # and the topics that refused them; those produced alone, which are sure.
+        self._refused: Refusals = {}
+        self._alone: set[RecordKey] = set()
+        # Inputs refused in a batch with others: produced alone on their redo.
+        self._suspects: set[RecordKey] = set()
 
     def init(self) -> None:
         """Fences an older instance with the same transactional.id and aborts its open
@@ -87,9 +98,9 @@ class Transactions:
         try:
             producer.begin_transaction()
             self._open = True
-            self._refused = set()
+            self._refused, self._alone = {}, set()
             for out, source in zip(ready.outputs, ready.sources, strict=True):
-                self._produce(out, source)
+                self._produce(out, source, alone=source in self._suspects)
             offsets = [TopicPartition(t, p, o) for (t, p), o in ready.next_offsets.items()]
             metadata = consumer.consumer_group_metadata()
             _bounded(
@@ -107,11 +118,16 @@ class Transactions:
             log.warning("transaction aborted (%s); %d records will be redone", exc, ready.records)
             self._producer.poll(0)  # delivery reports still queued: which were refused
             self._abort_and_rewind(ready, assigned)
-            if self._refused:
-                self._on_refused(self._refused)
+            sure = {s: topics for s, topics in self._refused.items() if s in self._alone}
+            self._suspects |= self._refused.keys() - sure.keys()
+            if sure:
+                self._on_refused(sure)
             return False
         self._metrics.transactions.labels("commit").inc()
         self._count_outputs(ready.outputs)
+        committed = set(ready.sources)
+        self._suspects -= committed
+        self._on_committed(committed)
         return True
 
     def close(self) -> None:
@@ -139,26 +155,33 @@ class Transactions:
                     raise FatalNodeError(f"commit_transaction kept failing: {error}") from exc
                 log.warning("commit_transaction retriable error (%s), retrying", error)
 
-    def _produce(self, out: Outgoing, source: RecordKey) -> None:
+    def _produce(self, out: Outgoing, source: RecordKey, *, alone: bool) -> None:
         deadline = time.monotonic() + TXN_TIMEOUT_S
 
         def delivered(err: KafkaError | None, _msg: object) -> None:
             if err is not None and err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
-                self._refused.add(source)
+                self._refused.setdefault(source, set()).add(out.topic)
 
+        if alone:  # in a batch of its own: a refusal then is this record's
+            self._producer.flush(TXN_TIMEOUT_S)
+            self._alone.add(source)
         while True:
             try:
                 self._producer.produce(out.topic, out.value, out.key, headers=list(out.headers),
                                        on_delivery=delivered)  # fmt: skip
-                return
+                break
             except KafkaException as exc:
                 if exc.args and exc.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE:
-                    self._refused.add(source)  # over this client's own message.max.bytes
+                    # Over this client's own message.max.bytes: this record's, for sure.
+                    self._refused.setdefault(source, set()).add(out.topic)
+                    self._alone.add(source)
                 raise
             except BufferError:
                 if time.monotonic() > deadline:
                     raise  # deliveries are not draining: abort the transaction
                 self._producer.poll(0.1)  # local queue full: let deliveries drain
+        if alone:
+            self._producer.flush(TXN_TIMEOUT_S)
 
     def _abort_and_rewind(self, ready: Ready, assigned: set[TopicPartitionKey]) -> None:
         try:

@@ -154,10 +154,17 @@ class DocumentEntries:
         # a page, not of the document so far (no whole-document rewrite per page).
         value, attributes = _stored(page)
         document = {**entry, "seen": [*entry["seen"], page.page_no]}
-        if attributes and not entry.get("attributes"):
-            table[_attributes_key(page.doc_id)] = attributes
-            document["attributes"] = True
-        table[_page_key(page.doc_id, page.page_no)] = value
+        # The page first: a write refused as too large (JsonTable) leaves nothing behind
+        # that no document entry points at.
+        page_key = _page_key(page.doc_id, page.page_no)
+        table[page_key] = value
+        try:
+            if attributes and not entry.get("attributes"):
+                table[_attributes_key(page.doc_id)] = attributes
+                document["attributes"] = True
+        except Exception:
+            del table[page_key]
+            raise
         table[page.doc_id] = document
         self._partition(partition, table).collect(page.doc_id, document["since"])
 

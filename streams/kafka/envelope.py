@@ -33,9 +33,10 @@ Header = tuple[str, bytes]
 
 # Namespace of derived event ids (uuid5 of "<input event id>:<step>").
 EVENT_ID_NAMESPACE = uuid.UUID("0b6f5a4e-2f63-4c7e-9d0e-5d3c8a1f4b21")
-# Stack traces can be long; a dead letter must stay far below the broker's limit.
-_MAX_STACKTRACE_CHARS = 8_000
-_MAX_MESSAGE_CHARS = 1_000
+# Stack traces can be long; a dead letter must stay far below the broker's limit. In
+# UTF-8 bytes, not characters: a message of CJK text is three times its length.
+_MAX_STACKTRACE_BYTES = 8_000
+_MAX_MESSAGE_BYTES = 1_000
 
 
 def header_value(pairs: Iterable[Header], name: str) -> str | None:
@@ -236,7 +237,7 @@ def error_message(exc: BaseException) -> str:
     except Exception:  # a library's exception whose str() raises must still be reported
         text = f"{type(exc).__name__} (its message could not be read)"
     text = " ".join(text.split()) or type(exc).__name__
-    return text[:_MAX_MESSAGE_CHARS]
+    return text.encode()[:_MAX_MESSAGE_BYTES].decode("utf-8", "ignore")
 
 
 def dead_letter(
@@ -258,7 +259,8 @@ def dead_letter(
     reason always travel, and the source offset still holds the value while its topic
     retains it.
     """
-    stack = "".join(traceback.format_exception(exc))[-_MAX_STACKTRACE_CHARS:]
+    trace = "".join(traceback.format_exception(exc)).encode()[-_MAX_STACKTRACE_BYTES:]
+    stack = trace.decode("utf-8", "ignore")
     failed_at = (now or datetime.now(UTC)).isoformat()
     # The original headers travel on, minus error headers of an earlier failure.
     kept = [(k, v) for k, v in origin.headers if not k.startswith(headers.ERROR_PREFIX)]
@@ -288,7 +290,8 @@ def fit_dead_letter(letter: Outgoing, max_bytes: int) -> Outgoing:
     the original record's own headers, then without its key, each left out with a
     header giving its size, until it fits. The error headers (the reason and the
     original's coordinates) always travel: a dead letter that never fits would be
-    retried forever."""
+    retried forever. Under a small limit the stack trace is cut last, to its end (the
+    frames nearest the error), as far as it must be."""
     if letter.fits(max_bytes):
         return letter
     said: list[Header] = []
@@ -302,7 +305,14 @@ def fit_dead_letter(letter: Outgoing, max_bytes: int) -> Outgoing:
     if own:
         said.append((headers.HEADERS_DROPPED, str(own).encode()))
     slim = Outgoing(letter.topic, letter.key, None, [*errors, *said])
-    if slim.fits(max_bytes) or letter.key is None:
+    if slim.fits(max_bytes):
         return slim
-    said.append((headers.KEY_DROPPED, str(len(letter.key)).encode()))
-    return Outgoing(letter.topic, None, None, [*errors, *said], partition=letter.partition)
+    if letter.key is not None:
+        said.append((headers.KEY_DROPPED, str(len(letter.key)).encode()))
+        slim = Outgoing(letter.topic, None, None, [*errors, *said], partition=letter.partition)
+        if slim.fits(max_bytes):
+            return slim
+    over = slim.size_bytes + sizes.HOP_HEADROOM_BYTES - max_bytes
+    cut = [(k, v[min(len(v), over + 8):] if k == headers.ERROR_EXCEPTION_STACKTRACE else v)
+           for k, v in errors]  # fmt: skip
+    return Outgoing(letter.topic, None, None, [*cut, *said], partition=letter.partition)

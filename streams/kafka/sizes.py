@@ -78,9 +78,10 @@ def fits(
 
 def room_for_value(key: bytes | None, headers: Iterable[Header], max_record_bytes: int) -> int:
     """The largest value a record with this key and these headers may carry."""
-    # A value's varint length grows by a byte per 7 bits: measured with the largest
-    # (5 bytes), so the answer is never too generous.
-    used = record_bytes(key, b"", headers) - _field_bytes(b"") + 5
+    # A value's varint length, and the record's, grow by a byte per 7 bits: both
+    # counted at their largest (5 bytes), so the answer is never too generous.
+    empty = record_bytes(key, b"", headers)
+    used = empty - _field_bytes(b"") + 5 + (5 - _varint_bytes(empty - BATCH_HEADER_BYTES))
     return max(0, max_record_bytes - HOP_HEADROOM_BYTES - used)
 
 

@@ -202,7 +202,9 @@ class Renderer:
                     raise _error(kind, value, self.memory_bytes)
             finally:
                 abandon._detach()
-                if not finished:
+                # Abandoned after its last message came (a kill may be on its way): the
+                # process is not trusted with the next document.
+                if not finished or abandon.abandoned:
                     # Stopped mid-document (an error, or the caller gave up): what the
                     # child still sends belongs to no one, so it goes.
                     self._discard()

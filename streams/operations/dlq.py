@@ -8,12 +8,16 @@ documents and may hold personal data.
 
 What "already replayed" means: a dead letter is replayed once by the replay group,
 whatever filters the runs use. The group's committed offset on a partition is the
-first dead letter it has not sent back (one a filter skipped, or one refused, which a
-later run with another filter or a higher `max_replays` may still send), and the
-commit's metadata lists the offsets after it that were sent back (`_Progress`). So a
-run with a filter never passes over the dead letters it skipped, a later run finds
-them, and nothing is sent back twice. Progress is committed after each batch the
-broker acknowledged: an interrupted replay resumes where it stopped.
+first dead letter it has not sent back and may still send (one a filter skipped, or
+one whose kept value the blob store could not give), and the commit's metadata lists
+the offsets after it that were sent back (`_Progress`). So a run with a filter never
+passes over the dead letters it skipped, a later run finds them, and nothing is sent
+back twice. A letter refused for good (replayed `max_replays` times, its value, key or
+headers not kept, over the record limit) is passed over like one sent: to send those
+again, replay with a new `--group`. Past the metadata's room (many skipped and sent
+letters interleaved), letters are deferred to a later run, never sent unrecorded.
+Progress is committed after each batch the broker acknowledged: an interrupted replay
+resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -189,6 +193,9 @@ class ReplayReport:
     deferred: int = 0
 
 
+# The one refusal a later run may overturn by itself (the store back): it holds the
+# group's position. Every other refusal is for good, and consumed like a letter sent.
+_UNREADABLE = "refused: the original value is not readable"
 _METADATA_CHARS = 3_500  # of the commit's metadata (brokers keep 4,096 by default)
 
 
@@ -285,6 +292,7 @@ def replay(
         starts = [TopicPartition(dlq_topic, p, pr.position) for p, pr in progress.items()]
         read_up_to: dict[int, int] = {}
         first_unsent: dict[int, int] = {}
+        handled = 0
         for dead in _read(consumer, dlq_topic, starts):
             read_up_to[dead.partition] = dead.offset + 1
             if dead.offset in progress[dead.partition].sent:
@@ -301,17 +309,17 @@ def replay(
                 first_unsent.setdefault(dead.partition, dead.offset)
                 report.deferred += 1
             else:
-                first_unsent.setdefault(dead.partition, dead.offset)
+                if verdict == "skip" or verdict.startswith(_UNREADABLE):
+                    # A later run may send it (another filter, the store back): held.
+                    first_unsent.setdefault(dead.partition, dead.offset)
                 if verdict == "skip":
                     report.skipped += 1
                 else:
                     report.refused += 1
             if on_each is not None:
                 on_each(dead, verdict)
-            if (
-                producer is not None
-                and (report.replayed + report.refused + report.skipped) % 100 == 0
-            ):
+            handled += 1
+            if producer is not None and handled % 100 == 0:
                 _commit(producer, consumer, progress, first_unsent, read_up_to, dlq_topic)
         if producer is not None:
             _commit(producer, consumer, progress, first_unsent, read_up_to, dlq_topic)
@@ -410,7 +418,7 @@ def _kept_value(dead: DeadLetter, blobs: _LazyStore) -> tuple[bytes | None, str]
     try:
         return blobs.get(ref), "replay"
     except (BlobError, WorldError) as exc:
-        return None, f"refused: the original value is not readable ({type(exc).__name__})"
+        return None, f"{_UNREADABLE} ({type(exc).__name__})"
 
 
 def _commit(

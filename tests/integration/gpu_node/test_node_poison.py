@@ -317,11 +317,50 @@ def test_a_result_the_broker_refuses_is_dead_lettered_not_redone_forever(
     (dead,) = [m for m in out if m.topic() == dlq]
     h = dict(dead.headers())
     assert b"refused" in h[headers.ERROR_EXCEPTION_MESSAGE]
-    # Its value aside in the blob store: a replay, once the topic is fixed, sends it back.
-    assert dead.value() is None and h[headers.VALUE_REF]
+    # docs.dlq takes the original: a replay, once the topic is fixed, sends it back.
+    assert dead.value() == encode(bulky)
     facts_out = {p.doc_id: p for p in (decode(PageState, m.value()) for m in out
                                        if m.topic() == facts)}  # fmt: skip
     assert facts_out["fine"].error is None and facts_out["fine"].classification is not None
     # The bulky page comes back slim with the reason, so its document can end.
     assert facts_out["bulky"].error is not None and facts_out["bulky"].attributes == {}
-    assert aborts >= 1
+    # Refused in one batch with the fine page's result, then alone: only then is it
+    # the bulky page's own, and the fine page is not dead-lettered with it.
+    assert aborts >= 2
+
+
+def test_dead_letters_waiting_for_the_blob_store_keep_their_partitions_order(
+    settings, topology: Topology, node_factory
+):
+    # Undecodable records too large to keep their values in their dead letters: with the
+    # blob store down, each waits for it (a letter without its value could not be
+    # replayed). The small one between them must wait too: committed while the one
+    # before it is rewound, it would be dead-lettered twice, and a crash before the
+    # redo would lose the first.
+    from pathlib import Path
+
+    work, _ = stage_topics(topology)[Stage.classify]
+    dlq = topology.name(DLQ)
+    big = b"{" + secrets.token_urlsafe(30_000).encode()
+    records = [(KEY, big), (KEY, b"{not json"), (KEY, big + b"2")]
+    root = Path(settings.blobs.root)
+    root.mkdir(parents=True, exist_ok=True)
+    away = root.with_name("blobs-away")
+    root.rename(away)
+    root.write_bytes(b"the volume is gone")
+    try:
+        with node_factory(engine_retry_s=1, max_record_bytes=20_000) as node:
+            produce(settings, work, records)
+            assert read_committed(settings, [dlq], expect=1, timeout_s=6) == []
+            assert node.metrics.world_retries._value.get() >= 1
+            root.unlink()
+            away.rename(root)
+            out = read_committed(settings, [dlq], expect=4, timeout_s=30, settle_s=3)
+    finally:
+        if away.exists():
+            root.unlink(missing_ok=True)
+            away.rename(root)
+    offsets = sorted(int(dict(m.headers())[headers.ERROR_OFFSET]) for m in out)
+    assert offsets == [0, 1, 2]
+    refs = [dict(m.headers()).get(headers.VALUE_REF) for m in out]
+    assert sum(ref is not None for ref in refs) == 2  # the big ones, kept aside

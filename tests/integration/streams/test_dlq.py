@@ -86,10 +86,11 @@ def test_replay_dry_run_then_for_real_then_nothing_left(settings: Settings, dead
     assert not any(k.startswith(headers.ERROR_PREFIX) for k in h)
 
     # Progress is committed in the replay group: a second run sends nothing back twice.
-    # It still sees the dead letters it refused (a higher max_replays may send them)
-    # and the one its filter skipped (another filter may want it).
+    # It still sees the one its filter skipped (another filter may want it); the ones
+    # refused for good are passed over, unless a skipped one before them in their
+    # partition holds the group's position there.
     again = dlq.replay(settings, flt)
-    assert (again.replayed, again.refused, again.skipped) == (0, 2, 1)
+    assert (again.replayed, again.skipped) == (0, 1) and again.refused <= 2
 
 
 def test_a_filtered_replay_leaves_what_it_skipped_for_another_and_sends_nothing_twice(

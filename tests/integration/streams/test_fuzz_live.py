@@ -138,10 +138,11 @@ def _source(letter: Any) -> Coordinates:
 
 def _until_ended(
     settings: Settings, topology: Topology, ordinary: list[str], keys: list[str],
-    coordinates: list[Coordinates], timeout_s: float = 180, settle_s: float = 3,
+    coordinates: list[Coordinates], timeout_s: float = 180, settle_s: float = 8,
 ) -> tuple[list[DocumentResult], list[Any]]:  # fmt: skip
     """Results and dead letters until every ordinary document completed and every
-    generated record ended (and `settle_s` more, for anything that would end twice)."""
+    generated record ended (and `settle_s` more, for anything that would end twice: past
+    the 5 s document deadline, so a second end by a deadline tick would be seen)."""
     consumer = kafka.consumer(settings.kafka, f"fuzz-reader-{uuid.uuid4().hex[:8]}")
     consumer.subscribe([topology.name(RESULTS), topology.name(DLQ)])
     results: list[DocumentResult] = []

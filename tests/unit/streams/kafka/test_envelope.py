@@ -146,6 +146,28 @@ def test_a_dead_letter_of_a_record_with_huge_headers_or_key_still_fits() -> None
     assert letter.header(headers.KEY_DROPPED) == "1100000"
 
 
+def test_a_dead_letter_fits_the_smallest_limit_whatever_its_error_says() -> None:
+    # Capped in characters, a CJK message and stack trace made a letter of 36 KB with
+    # nothing left to drop: over a 10,000-byte limit, refused and refused again.
+    def deep(n: int) -> None:
+        if n == 0:
+            raise ValueError("文書の検証に失敗しました" * 200)
+        deep(n - 1)
+
+    try:
+        deep(60)
+    except ValueError as exc:
+        error = exc
+    letter = dead_letter(_origin(value=b"x" * 5_000, key=b"k" * 3_000), dlq_topic="docs.dlq",
+                         stage="route", group="g", exc=error, max_bytes=10_000)  # fmt: skip
+    assert letter.fits(10_000)
+    assert len((letter.header(headers.ERROR_EXCEPTION_MESSAGE) or "").encode()) <= 1_000
+    # What is kept of the trace is its end: the frame that raised.
+    assert "deep" in (letter.header(headers.ERROR_EXCEPTION_STACKTRACE) or "")
+    for name in headers.ERROR_HEADERS:
+        assert letter.header(name) is not None, name
+
+
 def _result() -> DocumentResult:
     return DocumentResult(
         doc_id="doc-1", operation=Operation.classify, status="failed", page_count=0,

@@ -68,3 +68,11 @@ def test_clients_and_topics_take_what_the_gate_lets_through() -> None:
     # A batch of one record at the limit, compressed at zstd's worst (1/256 more).
     assert topic_limit >= 3_000_000 + 3_000_000 // 256
     assert _declared(Topology(""), None, None)["docs.raw"].get("max.message.bytes") is None
+
+
+def test_the_room_for_a_value_is_never_too_generous_at_any_limit() -> None:
+    # Past 2**20 the record's own length takes another varint byte: counted too.
+    hdrs = [("pagestream.event_id", b"x" * 36)]
+    for limit in (20_000, 1_049_000, 1_100_000, 5_000_000, 32 * 1024 * 1024):
+        room = sizes.room_for_value(b"doc", hdrs, limit)
+        assert sizes.fits(b"doc", b"v" * room, hdrs, limit), limit
