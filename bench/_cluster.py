@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import tempfile
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -72,3 +73,24 @@ def cluster(bootstrap: str | None) -> Iterator[tuple[str, Path]]:
             yield broker.start(settings).bootstrap, scratch
         finally:
             broker.stop(settings)
+
+
+def pipeline_environment(scratch: Path, name: str) -> dict[str, str]:
+    """The settings of a whole pipeline of its own (`pagestream up`'s processes inherit
+    them): a broker on free ports, its data, blobs and agents' state in `scratch`, the
+    GPU node on CPU with a transactional id named after `name`."""
+    bs = cluster_settings(scratch / "broker")
+    return {
+        "PAGESTREAM_BROKER__PORT": str(bs.port),
+        "PAGESTREAM_BROKER__CONTROLLER_PORT": str(bs.controller_port),
+        "PAGESTREAM_BROKER__DATA_DIR": str(bs.data_dir),
+        "PAGESTREAM_BROKER__HEAP": bs.heap,
+        "PAGESTREAM_KAFKA__BOOTSTRAP_SERVERS": broker.bootstrap_servers(bs),
+        "PAGESTREAM_BLOBS__ROOT": str(scratch / "blobs"),
+        "PAGESTREAM_AGENTS__DATA_DIR": str(scratch / "agents"),
+        "PAGESTREAM_AGENTS__WEB_PORT": str(free_port()),
+        "PAGESTREAM_NODE__HTTP_HOST": "127.0.0.1",
+        "PAGESTREAM_NODE__HTTP_PORT": str(free_port()),
+        "PAGESTREAM_NODE__TRANSACTIONAL_ID": f"{name}-{uuid.uuid4().hex[:8]}",
+        "PAGESTREAM_MODELS__DEVICE": "cpu",
+    }

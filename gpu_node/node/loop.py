@@ -44,6 +44,7 @@ from gpu_node.models.registry import ModelRegistry
 from gpu_node.node.background import BackgroundLoop
 from gpu_node.node.engine_scheduler import EngineScheduler
 from gpu_node.node.http import Health, start_http
+from gpu_node.node.memory import MemoryRelease
 from gpu_node.node.metrics import NodeMetrics
 from gpu_node.node.ordering import OffsetOrder, TopicPartitionKey
 from gpu_node.node.outcomes import Outcomes
@@ -61,6 +62,8 @@ from streams.topics import DLQ, FACTS_BY_STAGE, WORK_BY_STAGE, Topology
 log = logging.getLogger(__name__)
 
 _BUSY_POLL_S = 0.005
+# How often the node polls while it waits for a batch it cannot run ahead of.
+_HOLD_POLL_S = 1.0
 # Synchronous-stage batches consumed ahead of the model: one computing, one fetching.
 _QUEUED_BATCHES = 2
 
@@ -109,6 +112,9 @@ class GpuNode:
         # One thread: model calls of the synchronous stages, one batch at a time.
         self._compute = ThreadPoolExecutor(1, "pagestream-compute")
         self._bg = BackgroundLoop()
+        self._memory = MemoryRelease()
+        # Records a poll handed over while the node waited for a batch (_hold_while_computing).
+        self._early: list[Message] = []
         self._stages = SyncStages(models, self.metrics)
         self.outcomes = Outcomes(
             settings,
@@ -258,16 +264,40 @@ class GpuNode:
         self.scheduler.submit()
         self.partitions.apply_backpressure()
         self._commit_ready()
-        # In order; block on the oldest only when the look-ahead is full.
+        # In order; wait for the oldest only when the look-ahead is full.
+        if len(self.computing) >= _QUEUED_BATCHES:
+            self._hold_while_computing()
         applied = False
-        while self.computing and (
-            self.computing[0].done() or len(self.computing) >= _QUEUED_BATCHES
-        ):
+        while self.computing and self.computing[0].done():
             self.outcomes.apply(self.computing.popleft().result())
             applied = True
         if applied:
             # Now, not after the next poll: an idle node's poll waits up to max_wait_ms.
             self._commit_ready()
+            self._memory.worked()
+        elif not self.computing and not self.scheduler.busy:
+            self._memory.idle()
+
+    def _hold_while_computing(self) -> None:
+        """Wait for the oldest batch, polling with every partition paused: the group
+        keeps the node, and nothing more is fetched.
+
+        max.poll.interval.ms counts from the last poll, and a batch of OCR on a CPU can
+        outlast it (16 pages of EasyOCR took over 300 s in bench/quality.py under load):
+        blocked on the batch, the node was put out of its group, its transaction was
+        fenced and the batch redone, again and again. A record a poll hands over all
+        the same (a partition assigned during the wait) is kept for the next batch."""
+        while self.computing and not self.computing[0].done():
+            self._consumer.pause(self._consumer.assignment())
+            churned = self.partitions.churned
+            churned.clear()
+            got = self._consumer.consume(self.settings.max_batch, _HOLD_POLL_S)
+            if churned:  # revoked (and maybe given back) in this poll: fetched again later
+                self._early = [m for m in self._early if (m.topic(), m.partition()) not in churned]
+            self._early.extend(got)
+        held = self.scheduler.paused | self.partitions.retry_at.keys()
+        self._consumer.resume([tp for tp in self._consumer.assignment()
+                               if (tp.topic, tp.partition) not in held])  # fmt: skip
 
     def _take(self, wait_s: float) -> list[Message]:
         """The next micro-batch: up to max_batch records, as many as have arrived.
@@ -280,6 +310,9 @@ class GpuNode:
         and an idle one answers a single page without waiting.
         """
         limit = self.settings.max_batch
+        early, self._early = self._early[:limit], self._early[limit:]
+        if early:  # handed over while the node waited: this batch, topped up
+            return early if len(early) == limit else self._consume(limit - len(early), 0, early)
         batch = self._consume(limit, 0)
         if not batch and wait_s > 0:
             batch = self._consume(1, wait_s)

@@ -42,7 +42,12 @@ def build_node(
     # Creating the clients contacts nobody: the node joins its group and initialises
     # its transactions only in run(), once the models are loaded.
     consumer = kafka.consumer(
-        settings.kafka, node.group_id, **{"max.poll.interval.ms": node.max_poll_interval_ms}
+        settings.kafka,
+        node.group_id,
+        **{
+            "max.poll.interval.ms": node.max_poll_interval_ms,
+            "session.timeout.ms": min(node.session_timeout_ms, node.max_poll_interval_ms),
+        },
     )
     producer = kafka.producer(
         settings.kafka,

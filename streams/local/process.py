@@ -154,6 +154,10 @@ def _spawn(settings: BrokerSettings, node: Node, classpath: str) -> subprocess.P
             java(),
             f"-Xmx{settings.heap}",
             f"-Xms{settings.heap}",
+            # The whole heap touched at start: the broker's memory is what it will be from
+            # its first minute (a memory limit is met at start, not hours in, and a soak
+            # sees a flat line rather than the heap being paged in).
+            "-XX:+AlwaysPreTouch",
             f"-Dlog4j2.configurationFile={node.data_dir / 'log4j2.properties'}",
             "-cp",
             classpath,

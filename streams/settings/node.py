@@ -144,6 +144,10 @@ class NodeSettings(BaseModel):
     # The loop never blocks longer than one batch of the slowest synchronous stage,
     # so this only has to exceed that; extraction runs off the loop.
     max_poll_interval_ms: int = Field(default=300_000, ge=10_000)
+    # How long the group waits for a node that stopped heartbeating (crashed, or cut
+    # off) before its partitions go to another: librdkafka's default. At most
+    # max_poll_interval_ms (librdkafka refuses it otherwise).
+    session_timeout_ms: int = Field(default=45_000, ge=6_000)
     transaction_timeout_ms: int = Field(default=60_000, ge=1_000)
     # An unavailable engine (server down, circuit open): work is kept and retried after this.
     engine_retry_s: float = Field(default=5.0, gt=0)

@@ -1,0 +1,35 @@
+"""A batch that runs longer than max.poll.interval.ms does not cost the node its group."""
+
+from __future__ import annotations
+
+import pytest
+
+from schemas import DocumentType, Operation, PageState, Stage, decode, encode
+from streams.topics import DLQ, Topology
+from synth.dataset import generate
+from tests.support.pages import produce, read_committed, stage_topics
+
+pytestmark = pytest.mark.kafka
+
+
+def test_a_batch_longer_than_the_poll_interval_keeps_the_node_in_its_group(
+    settings, topology: Topology, node_factory, make_page
+):
+    # EasyOCR on a CPU: 8 pages a batch take longer than the 10 s poll interval. Before,
+    # the loop blocked on the batch in flight while the next one waited: past the
+    # interval the consumer left its group, the transaction was fenced and aborted,
+    # and the same pages were read and run again (bench/quality.py: 16 pages of OCR
+    # outlasted the default 300 s). Now the node polls, its partitions paused, while
+    # it waits.
+    work, facts = stage_topics(topology)[Stage.ocr]
+    docs = generate(41, 16, doc_types=[DocumentType.letter], rotations=[0], width=960)
+    pages = [make_page(d.image, doc_id=f"long-{i}", operation=Operation.ocr)
+             for i, d in enumerate(docs)]  # fmt: skip
+    with node_factory(max_batch=8, max_poll_interval_ms=10_000, session_timeout_ms=6_000) as node:
+        produce(settings, work, [(b"one-partition", encode(p)) for p in pages])
+        out = read_committed(settings, [facts, topology.name(DLQ)], expect=16, timeout_s=400,
+                             settle_s=2)  # fmt: skip
+        aborts = node.metrics.transactions.labels("abort")._value.get()
+    done = sorted(decode(PageState, m.value()).doc_id for m in out if m.topic() == facts)
+    assert done == sorted(p.doc_id for p in pages)  # each once, none dead-lettered
+    assert aborts == 0
