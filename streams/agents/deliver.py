@@ -40,7 +40,7 @@ from streams.blobs import BlobStore
 from streams.claim_check import ClaimCheck
 from streams.kafka import sizes
 from streams.kafka.envelope import Origin, Outgoing, next_record
-from streams.kafka.faults import is_worlds_fault
+from streams.kafka.faults import OutputTooLargeError, is_worlds_fault
 from streams.topics import RESULTS, Topology
 from streams.webhooks.record import webhook_record
 
@@ -169,8 +169,27 @@ class Deliver:
                         doc_id, type(exc).__name__)  # fmt: skip
             result = _bare_failure(doc_id, states, exc)
             value = encode(result)
+        emits = self._records(doc_id, result, value, callback, origin, step)
+        limit = self.claim_check.max_record_bytes
+        if limit is not None and not all(e.fits(limit) for e in emits):
+            # What the claim check cannot move (the submitter's attributes, a long
+            # callback URL) is over the limit: the same end, without them. Left to the
+            # gate, the whole record would be dead-lettered, a tick with every other
+            # overdue document of its partition.
+            log.warning("deliver: doc %s's result is over the record limit: it ends failed",
+                        doc_id)  # fmt: skip
+            result = _bare_failure(doc_id, states, OutputTooLargeError("result over the limit"))
+            emits = self._records(doc_id, result, encode(result), callback, origin, step)
         log.info("deliver: doc %s %s, %d of %d pages", doc_id, result.status, len(states),
                  result.page_count)  # fmt: skip
+        unfinished = {}
+        if result.status != "completed":
+            unfinished[doc_id] = Unfinished(states, missing_reason)
+        return Delivery(emits, [doc_id], unfinished, [(result.status, cause)])
+
+    def _records(self, doc_id: str, result: DocumentResult, value: bytes, callback: str | None,
+                 origin: Origin, step: str) -> list[Outgoing]:  # fmt: skip
+        """The records that end a document: its result, its webhook, its progress."""
         # A document ended again, upgraded (a failed page's dead letter replayed), ends on
         # a record with the event id of the one it ended on before (a dead letter keeps
         # its record's headers): the result's id derives from what it says too (not when:
@@ -186,10 +205,7 @@ class Deliver:
                                         f"{step}:{content}"))  # fmt: skip
         if self.progress:
             emits.append(progress.document_ended(self.topology, result, origin))
-        unfinished = {}
-        if result.status != "completed":
-            unfinished[doc_id] = Unfinished(states, missing_reason)
-        return Delivery(emits, [doc_id], unfinished, [(result.status, cause)])
+        return emits
 
     def _end_overdue(self, tick: Origin, table: Table) -> Delivery:
         """A tick on this partition: documents of the partition still incomplete after

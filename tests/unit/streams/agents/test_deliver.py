@@ -353,6 +353,35 @@ def test_a_document_that_cannot_end_with_its_pages_ends_failed_and_the_tick_goes
     assert all(e.fits(8_000) for e in outcome.emits)
 
 
+def test_a_result_over_the_limit_ends_failed_and_the_tick_goes_on(tmp_path) -> None:
+    # Found by the live fuzz test under load: a document whose result the claim check
+    # could not bring under the limit (a hostile page_count: a thousand missing pages
+    # named), ended by a tick, had the gate dead-letter the whole tick, on every tick:
+    # the other overdue documents of its partition never ended.
+    from streams.blobs import BlobStore
+
+    clock = Clock()
+    deliver = Deliver(TOPO, min_confidence=0.6, delivered_ttl_s=TTL_S, deadline_s=DEADLINE_S,
+                      blobs=BlobStore(str(tmp_path / "blobs")), max_record_bytes=20_000,
+                      clock=clock)  # fmt: skip
+    table = dict[str, Any]()
+    partition = partition_for(b"claims", PAGES_DONE.partitions)
+    plain = next(
+        f"plain-{n}" for n in range(100)
+        if partition_for(f"plain-{n}".encode(), PAGES_DONE.partitions) == partition
+    )  # fmt: skip
+    assert _run(deliver, _origin(_page("claims", 1, 5_000), partition), table) == []
+    assert _run(deliver, _origin(_page(plain, 1, 2), partition), table) == []
+    clock.now += DEADLINE_S + 1
+    outcome = deliver.handle(_tick(partition), table)
+    assert all(e.fits(20_000) for e in outcome.emits)
+    ended = {r.doc_id: r for r in (decode(DocumentResult, e.value or b"")
+                                   for e in _result_emits(outcome))}  # fmt: skip
+    assert sorted(outcome.completed) == sorted(["claims", plain])
+    assert ended[plain].status == "partial"
+    assert ended["claims"].status == "failed" and ended["claims"].page_count == 5_000
+
+
 def test_a_page_too_large_for_the_tables_changelog_is_kept_with_its_ocr_by_reference(
     tmp_path,
 ) -> None:
