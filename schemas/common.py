@@ -58,6 +58,25 @@ class TextLayer(StrEnum):
     only = "only"
 
 
+class Layout(StrEnum):
+    """Operation `ocr`: how a page's Markdown is laid out."""
+
+    # PyMuPDF's layout model: tables, headings, reading order across columns, running
+    # heads and page numbers dropped; a text-layer page made of images or drawings is
+    # read from its pixels. About 0.2-0.4 s a page on one CPU core.
+    model = "model"
+    # The rule-based converter of earlier releases (about 0.02 s a page): for
+    # speed-first users; headers and footers stay in the text.
+    fast = "fast"
+
+
+class OcrEngineName(StrEnum):
+    """Operation `ocr`: the engine that reads a page's pixels on the GPU node."""
+
+    rapidocr = "rapidocr"  # PP-OCR through onnxruntime; the default (bench/quality.py)
+    easyocr = "easyocr"
+
+
 class DocumentType(StrEnum):
     rg_front = "rg_front"
     rg_back = "rg_back"

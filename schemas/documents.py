@@ -21,7 +21,9 @@ from schemas.common import (
     Backend,
     DocId,
     DocumentType,
+    Layout,
     Model,
+    OcrEngineName,
     Operation,
     Record,
     Sha256,
@@ -39,7 +41,16 @@ class Options(Model):
     document_type: DocumentType | None = None  # the client's claim; None: unknown
     max_pages: int = Field(10, ge=1, le=200)
     dpi: int = Field(150, ge=72, le=400)  # PDF rasterization resolution
+    # Operation ocr: pages are rendered so their long side is `target_px` pixels (what
+    # OCR engines read best), at most 400 dpi, instead of at `dpi`: a small page is not
+    # starved, a poster not wasted. Images smaller than that are scaled up (at most 4
+    # times), never down. None: render at `dpi` as the other operations do.
+    target_px: int | None = Field(1600, ge=256, le=8000)
     text_layer: TextLayer = TextLayer.auto  # operation ocr on PDFs; see TextLayer
+    layout: Layout = Layout.model  # operation ocr; see Layout
+    # Operation ocr: keep running heads, footers and page numbers, as HTML comments.
+    keep_headers: bool = False
+    ocr_engine: OcrEngineName = OcrEngineName.rapidocr  # operation ocr
 
 
 class Payload(Model):

@@ -100,8 +100,8 @@ class OcrResult(Model):
     text: str  # plain text in reading order
     confidence: Confidence
     boxes: list[OcrBox] = Field(default_factory=list)  # lines, in page pixels
-    # What read the page: EasyOCR from pixels, the PDF's own text layer, or a VLM.
-    source: Literal["easyocr", "text_layer", "vlm"] | None = None
+    # What read the page: an OCR engine from pixels, the PDF's own text layer, or a VLM.
+    source: Literal["rapidocr", "easyocr", "text_layer", "vlm"] | None = None
     markdown: str | None = None  # the page as Markdown (headings, lists, tables)
     blocks: list[OcrBlock] = Field(default_factory=list)  # grounded VLM output only
     # Why the result may be incomplete (cut off, looping, a doubtful text layer).

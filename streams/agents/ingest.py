@@ -101,9 +101,13 @@ class Ingest:
         self, origin: Origin, sub: DocumentSubmitted, data: bytes, abandon: Abandon | None
     ) -> list[Outgoing]:
         doc_id = sub.doc_id or stable_doc_id(data, sub.operation, sub.options)
+        reading = sub.operation is Operation.ocr
         job = RenderJob(data=data, dpi=sub.options.dpi, max_pages=sub.options.max_pages,
                         max_pixels=self.max_pixels, budget=self.budget,
-                        text_layer=self._text_layer_mode(sub))  # fmt: skip
+                        text_layer=self._text_layer_mode(sub),
+                        target_px=sub.options.target_px if reading else None,
+                        layout=sub.options.layout,
+                        keep_headers=sub.options.keep_headers)  # fmt: skip
         text_pages: list[TextPage] = []
         images: dict[int, BlobRef] = {}
         for item in self.renderer.pages(job, abandon):

@@ -32,10 +32,15 @@ from streams.media.errors import (
 )
 
 _MUPDF_EPSILON = 0.001
+# Rendering by target size: never finer than this (a stamp-sized page would otherwise
+# render at thousands of dpi) nor coarser than this.
+MAX_TARGET_DPI = 400
+MIN_TARGET_DPI = 18
 
 
 @contextmanager
-def open_pdf(data: bytes, *, dpi: int, max_pages: int, max_pixels: int) -> Iterator[Any]:
+def open_pdf(data: bytes, *, dpi: int, max_pages: int, max_pixels: int,
+             target_px: int | None = None) -> Iterator[Any]:  # fmt: skip
     """The PDF in `data` as an open PyMuPDF document (closed on exit), once every page
     was checked against the limits: a bad last page costs no rendering."""
     try:
@@ -61,7 +66,7 @@ def open_pdf(data: bytes, *, dpi: int, max_pages: int, max_pixels: int) -> Itera
         if count > max_pages:
             raise TooManyPagesError(f"PDF has {count} pages, more than max_pages {max_pages}")
         for i in range(count):
-            _check_pdf_page(doc, i, count, dpi=dpi, max_pixels=max_pixels)
+            _check_pdf_page(doc, i, count, dpi=dpi, max_pixels=max_pixels, target_px=target_px)
         yield doc
     finally:
         doc.close()
@@ -77,7 +82,8 @@ def _pdf_page_count(doc: Any) -> int:
         raise CorruptPdfError(f"corrupt PDF: page tree unreadable ({type(exc).__name__})") from None
 
 
-def _check_pdf_page(doc: Any, index: int, count: int, *, dpi: int, max_pixels: int) -> None:
+def _check_pdf_page(doc: Any, index: int, count: int, *, dpi: int, max_pixels: int,
+                    target_px: int | None) -> None:  # fmt: skip
     try:
         rect = doc[index].rect
         width_pt, height_pt = float(rect.width), float(rect.height)
@@ -88,6 +94,7 @@ def _check_pdf_page(doc: Any, index: int, count: int, *, dpi: int, max_pixels: i
         raise CorruptPdfError(
             f"corrupt PDF: page {index + 1} of {count} unreadable ({type(exc).__name__})"
         ) from None
+    dpi = page_dpi(width_pt, height_pt, dpi=dpi, target_px=target_px)
     width, height = pixels_at(width_pt, dpi), pixels_at(height_pt, dpi)
     if width < 1 or height < 1:
         raise CorruptPdfError(f"corrupt PDF: page {index + 1} of {count} has an empty page box")
@@ -109,3 +116,12 @@ def pixels_at(points: float, dpi: int) -> int:
     # MuPDF's own rounding (fz_round_rect): outwards, but forgiving float noise
     # such as a 153.60000610-point box at 150 dpi, which renders 320 pixels wide.
     return math.ceil(points * dpi / 72 - _MUPDF_EPSILON)
+
+
+def page_dpi(width_pt: float, height_pt: float, *, dpi: int, target_px: int | None) -> int:
+    """The resolution a page of this size is rendered at: `dpi`, or with `target_px` the
+    one that makes its long side about `target_px` pixels (MIN..MAX_TARGET_DPI)."""
+    longest = max(width_pt, height_pt)
+    if target_px is None or not math.isfinite(longest) or longest <= 0:
+        return dpi
+    return max(MIN_TARGET_DPI, min(MAX_TARGET_DPI, math.floor(target_px * 72 / longest)))

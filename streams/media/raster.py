@@ -32,6 +32,7 @@ Decisions:
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -50,11 +51,13 @@ from streams.media.errors import (
     UnsafePillowConfigError,
     UnsupportedMediaError,
 )
-from streams.media.pdf import open_pdf, pixels_at, raise_if_out_of_memory
+from streams.media.pdf import open_pdf, page_dpi, pixels_at, raise_if_out_of_memory
 from streams.media.sniff import PDF, pil_format, sniff
 
 _MULTI_PAGE = frozenset({"image/tiff", "image/gif"})
 _WHITE = (255, 255, 255)
+_MAX_UPSCALE = 4.0
+_MIN_UPSCALE = 1.1  # a resample for less than this gains nothing
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,7 @@ class PageOptions(TypedDict):
     max_pixels: int
     render: NotRequired[Collection[int] | None]
     budget: NotRequired[Budget]
+    target_px: NotRequired[int | None]
 
 
 def split_pages(data: bytes, **options: Unpack[PageOptions]) -> list[PageImage]:
@@ -107,10 +111,14 @@ def iter_pages(
     max_pixels: int,
     render: Collection[int] | None = None,
     budget: Budget = UNLIMITED,
+    target_px: int | None = None,
 ) -> Iterator[PageImage]:
     """One upright RGB PNG per page of `data` (a PDF or a supported image), in order.
 
-    PDF pages are rendered at `dpi`; images keep their own resolution. `render` names
+    PDF pages are rendered at `dpi`, or with `target_px` at the resolution that makes
+    their long side `target_px` pixels (pdf.page_dpi); images keep their own resolution,
+    except that with `target_px` a smaller one is scaled up (at most 4 times and within
+    `max_pixels`). `render` names
     the PDF pages (1-based) to render, all by default; every page is checked either way.
     Raises a MediaError subclass for anything that cannot be paged within
     `max_pages` pages of at most `max_pixels` pixels each and `budget` in total;
@@ -122,10 +130,10 @@ def iter_pages(
     media_type = sniff(data)
     if media_type == PDF:
         pages = _iter_pdf(data, dpi=dpi, max_pages=max_pages, max_pixels=max_pixels,
-                          render=render, budget=budget)  # fmt: skip
+                          render=render, budget=budget, target_px=target_px)  # fmt: skip
     else:
         pages = _iter_image(data, media_type, max_pages=max_pages, max_pixels=max_pixels,
-                            budget=budget)  # fmt: skip
+                            budget=budget, target_px=target_px)  # fmt: skip
     total = 0
     for page in pages:
         total += len(page.png)
@@ -145,18 +153,24 @@ def _iter_pdf(
     max_pixels: int,
     render: Collection[int] | None,
     budget: Budget,
+    target_px: int | None,
 ) -> Iterator[PageImage]:
-    with open_pdf(data, dpi=dpi, max_pages=max_pages, max_pixels=max_pixels) as doc:
+    with open_pdf(data, dpi=dpi, max_pages=max_pages, max_pixels=max_pixels,
+                  target_px=target_px) as doc:  # fmt: skip
         count = int(doc.page_count)
         wanted = range(count) if render is None else sorted(n - 1 for n in set(render))
         wanted = [i for i in wanted if 0 <= i < count]
         pixels = 0
+        dpis: dict[int, int] = {}
         for i in wanted:
             rect = doc[i].rect  # checked readable by open_pdf
-            pixels += pixels_at(float(rect.width), dpi) * pixels_at(float(rect.height), dpi)
-        budget.check_pixels(pixels, f"the {len(wanted)} PDF pages to render at {dpi} dpi")
+            width, height = float(rect.width), float(rect.height)
+            dpis[i] = page_dpi(width, height, dpi=dpi, target_px=target_px)
+            pixels += pixels_at(width, dpis[i]) * pixels_at(height, dpis[i])
+        at = f"{dpi} dpi" if target_px is None else f"{target_px} px on their long side"
+        budget.check_pixels(pixels, f"the {len(wanted)} PDF pages to render at {at}")
         for i in wanted:
-            yield _render_pdf_page(doc, i, count, dpi=dpi, max_pixels=max_pixels)
+            yield _render_pdf_page(doc, i, count, dpi=dpis[i], max_pixels=max_pixels)
 
 
 # --- PDF ----------------------------------------------------------------------------
@@ -187,7 +201,13 @@ def _render_pdf_page(doc: Any, index: int, count: int, *, dpi: int, max_pixels: 
 
 
 def _iter_image(
-    data: bytes, media_type: str, *, max_pages: int, max_pixels: int, budget: Budget
+    data: bytes,
+    media_type: str,
+    *,
+    max_pages: int,
+    max_pixels: int,
+    budget: Budget,
+    target_px: int | None,
 ) -> Iterator[PageImage]:
     if ImageFile.LOAD_TRUNCATED_IMAGES:
         raise UnsafePillowConfigError(
@@ -209,7 +229,8 @@ def _iter_image(
             with _decoding(media_type, _frame_name(media_type, index)):
                 im.seek(index)
                 upright = ImageOps.exif_transpose(im)
-                page = _page(_to_rgb(upright, media_type), index + 1, media_type)
+                rgb = _scaled_up(_to_rgb(upright, media_type), target_px, max_pixels)
+                page = _page(rgb, index + 1, media_type)
             yield page
 
 
@@ -256,6 +277,20 @@ def _check_pixels(im: Image.Image, media_type: str, index: int, max_pixels: int)
             f"pixels, above max_pixels {max_pixels} (possible decompression bomb)"
         )
     return int(width * height)
+
+
+def _scaled_up(im: Image.Image, target_px: int | None, max_pixels: int) -> Image.Image:
+    """`im` scaled up towards `target_px` on its long side: at most 4 times (past that
+    there is nothing left to read) and within `max_pixels`; never down."""
+    if target_px is None:
+        return im
+    width, height = im.size
+    factor = min(
+        _MAX_UPSCALE, target_px / max(width, height), math.sqrt(max_pixels / (width * height))
+    )
+    if factor < _MIN_UPSCALE:
+        return im
+    return im.resize((round(width * factor), round(height * factor)), Image.Resampling.LANCZOS)
 
 
 def _to_rgb(im: Image.Image, media_type: str) -> Image.Image:

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from schemas import TextLayer
+from schemas import Layout, TextLayer
 from streams.kafka.faults import WorldError
 from streams.media.errors import MediaError
 from streams.media.raster import Budget, PageImage, iter_pages
@@ -131,6 +131,10 @@ class RenderJob:
     budget: Budget
     # Read the PDF's text layer first, under this mode (None: do not read it).
     text_layer: TextLayer | None = None
+    # Render by target size (pdf.page_dpi) instead of at `dpi`: operation ocr.
+    target_px: int | None = None
+    layout: Layout = Layout.fast  # how the text layer's Markdown is laid out
+    keep_headers: bool = False
 
 
 @dataclass(frozen=True)
@@ -146,11 +150,13 @@ def paginate(job: RenderJob) -> Iterator[TextLayerRead | PageImage]:
     text: list[TextPage] = []
     if job.text_layer is not None and sniff(job.data) == PDF:
         text = read_text_layer(job.data, dpi=job.dpi, max_pages=job.max_pages,
-                               max_pixels=job.max_pixels)  # fmt: skip
+                               max_pixels=job.max_pixels, target_px=job.target_px,
+                               layout=job.layout, keep_headers=job.keep_headers)  # fmt: skip
     yield TextLayerRead(text)
     render = pages_to_render(text, job.text_layer) if job.text_layer is not None else None
     yield from iter_pages(job.data, dpi=job.dpi, max_pages=job.max_pages,
-                          max_pixels=job.max_pixels, render=render, budget=job.budget)  # fmt: skip
+                          max_pixels=job.max_pixels, render=render, budget=job.budget,
+                          target_px=job.target_px)  # fmt: skip
 
 
 class Renderer:

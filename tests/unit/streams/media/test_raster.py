@@ -87,6 +87,47 @@ def test_pdf_pages_are_rendered_at_the_requested_dpi(dpi: int) -> None:
         assert page.source_media_type == PDF
 
 
+def _pdf_page(width_pt: float, height_pt: float) -> bytes:
+    doc = pymupdf.open()  # type: ignore[no-untyped-call]
+    doc.new_page(width=width_pt, height=height_pt)
+    return bytes(doc.tobytes())
+
+
+@pytest.mark.parametrize(
+    ("size_pt", "long_side"),
+    [
+        ((595, 842), 1600),  # A4: 136 dpi, not the 150 asked for the other operations
+        ((144, 216), 1200),  # a 2x3 inch page: capped at 400 dpi instead of starved
+        ((7200, 3600), 1600),  # a 100-inch poster: 16 dpi would be below the floor, 18
+    ],
+)
+def test_pdf_pages_are_rendered_by_target_size(size_pt: tuple[int, int], long_side: int) -> None:
+    (page,) = split(_pdf_page(*size_pt), dpi=150, target_px=1600, max_pixels=10_000_000)
+    if size_pt == (7200, 3600):
+        long_side = 1800  # MIN_TARGET_DPI: 100 inches at 18 dpi
+    # Whole dpi: at most one dpi short of the target (12 px on an A4 page's long side).
+    assert long_side - 12 <= max(page.width, page.height) <= long_side
+
+
+def test_a_small_image_is_scaled_up_towards_the_target_at_most_four_times() -> None:
+    buf = io.BytesIO()
+    two_halves((300, 200)).save(buf, format="PNG")
+    (page,) = split(buf.getvalue(), target_px=1600)
+    assert (page.width, page.height) == (1200, 800)  # 4x: the cap, short of 1600
+    buf = io.BytesIO()
+    two_halves((1000, 500)).save(buf, format="PNG")
+    (page,) = split(buf.getvalue(), target_px=1600, max_pixels=4_000_000)
+    assert (page.width, page.height) == (1600, 800)
+    (page,) = split(buf.getvalue(), target_px=1600)  # within max_pixels: 1,000,000
+    assert (page.width, page.height) == (1414, 707)
+    (page,) = split(buf.getvalue())  # no target: the image's own size
+    assert (page.width, page.height) == (1000, 500)
+    big = io.BytesIO()
+    two_halves((2000, 1000)).save(big, format="PNG")
+    (page,) = split(big.getvalue(), target_px=1600, max_pixels=4_000_000)
+    assert (page.width, page.height) == (2000, 1000)  # never scaled down
+
+
 def test_pdf_with_exactly_max_pages_is_accepted_and_one_more_is_rejected() -> None:
     data = good_inputs()["pdf_2_pages"]
     assert len(split(data, max_pages=2)) == 2

@@ -1,0 +1,142 @@
+"""Layout-aware Markdown on the CPU: PyMuPDF's layout model (pymupdf4llm's layout mode).
+
+The model (an ONNX graph network over a page's text and drawings, shipped inside the
+`pymupdf_layout` wheel) classes each region of a page: title, section header, text,
+list item, table, picture, footnote, page header, page footer, and orders them across
+columns. pymupdf4llm turns that into Markdown: tables as Markdown (HTML where cells
+merge), headings, lists, words hyphenated at line ends joined.
+
+Two entry points, one Markdown:
+- `layout_markdown`: pages with a usable text layer (ingest's render processes);
+- `markdown_from_lines`: a page read by an OCR engine on the GPU node. Its lines are
+  written as text onto an empty page of the same proportions, and the same model lays
+  them out, so a scanned table becomes a table and a scanned running head is dropped.
+
+Page headers, footers and page numbers are dropped unless `keep_headers`; then they are
+kept as HTML comments (`<!-- page-header: ... -->`), out of the rendered text but there
+for whoever wants them.
+
+Switching the model on is process-global in PyMuPDF (it then also runs inside the
+classic converter's table detection, 95 % of its time), so it is on only inside
+`_layout_model()`, one caller at a time. The model costs about 0.2-0.4 s a page on one
+core of this machine (`python -m bench.quality`); the classic converter 0.02 s.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import pymupdf4llm
+from pymupdf import Document, Font, Matrix, Point, Rect
+from pymupdf4llm.helpers import document_layout
+
+from schemas.pages import OcrBox
+
+log = logging.getLogger(__name__)
+
+_LOCK = threading.Lock()
+_DROPPED = ("page-header", "page-footer")
+# An OCR'd page is laid out on a page whose long side is an A4 page's, in points: the
+# model's features (font sizes, gaps) were learned on real pages, whatever the pixels.
+_LONG_SIDE_PT = 842.0
+_FONT: Any = Font("cjk")  # type: ignore[no-untyped-call]  # covers every script an OCR engine returns
+_FONT_NAME = "ocr"
+
+
+@contextmanager
+def _layout_model() -> Iterator[None]:
+    with _LOCK:
+        pymupdf4llm.use_layout(True)
+        try:
+            yield
+        finally:
+            pymupdf4llm.use_layout(False)
+
+
+def layout_markdown(doc: Any, pages: Sequence[int], *, keep_headers: bool) -> dict[int, str]:
+    """Markdown of `doc`'s `pages` (0-based) from their text layers, by page number
+    (1-based). Runs no OCR. Raises what the model raises (the caller falls back)."""
+    if not pages:
+        return {}
+    with _layout_model():
+        parsed = document_layout.parse_document(
+            doc, pages=list(pages), use_ocr=document_layout.OCRMode.NEVER, force_text=True,
+        )  # fmt: skip
+        return {page.page_number: _page_markdown(parsed, page, keep_headers)
+                for page in parsed.pages}  # fmt: skip
+
+
+def markdown_from_lines(width: int, height: int, lines: Sequence[OcrBox], *,
+                        keep_headers: bool) -> str:  # fmt: skip
+    """Markdown of a page `width` x `height` pixels whose text lines an OCR engine read
+    (boxes in the page's pixels)."""
+    scale = _LONG_SIDE_PT / max(width, height, 1)
+    doc: Any = Document()  # type: ignore[no-untyped-call]
+    try:
+        page = doc.new_page(width=max(1.0, width * scale), height=max(1.0, height * scale))
+        page.insert_font(fontname=_FONT_NAME, fontbuffer=_FONT.buffer)
+        written = sum(_write_line(page, line, scale) for line in lines)
+        if not written:
+            return ""
+        with _layout_model():
+            parsed = document_layout.parse_document(
+                doc, use_ocr=document_layout.OCRMode.NEVER, force_text=True
+            )
+            return _page_markdown(parsed, parsed.pages[0], keep_headers)
+    finally:
+        doc.close()
+
+
+def _write_line(page: Any, line: OcrBox, scale: float) -> bool:
+    text = " ".join(line.text.split())
+    if not text or not line.box:
+        return False
+    xs = [p[0] * scale for p in line.box]
+    ys = [p[1] * scale for p in line.box]
+    rect: Any = Rect(min(xs), min(ys), max(xs), max(ys))  # type: ignore[no-untyped-call]
+    if rect.width < 1 or rect.height < 1:
+        return False
+    fontsize = rect.height
+    length = _FONT.text_length(text, fontsize)
+    if length <= 0:
+        return False
+    stretch: Any = Matrix(rect.width / length, 1)  # type: ignore[no-untyped-call]
+    if not math.isfinite(stretch.a):
+        return False
+    # The baseline a little above the box's bottom: descenders stay inside it.
+    baseline = rect.bl + Point(0, -0.2 * fontsize)  # type: ignore[no-untyped-call]
+    page.insert_text(baseline, text, fontsize=fontsize, fontname=_FONT_NAME,
+                     morph=(rect.bl, stretch))  # fmt: skip
+    return True
+
+
+def _page_markdown(parsed: Any, page: Any, keep_headers: bool) -> str:
+    """One page's Markdown; its headers and footers as comments when kept."""
+    heads: list[str] = []
+    feet: list[str] = []
+    if keep_headers:
+        for box in page.boxes:
+            if box.boxclass in _DROPPED:
+                text = _box_text(box)
+                if text:
+                    (heads if box.boxclass == "page-header" else feet).append(
+                        f"<!-- {box.boxclass}: {text} -->"
+                    )
+    single = document_layout.ParsedDocument()
+    single.__dict__.update(parsed.__dict__)
+    single.pages = [page]
+    body = str(single.to_markdown(header=False, footer=False)).strip()
+    return "\n\n".join(part for part in ("\n".join(heads), body, "\n".join(feet)) if part)
+
+
+def _box_text(box: Any) -> str:
+    words = [
+        span.get("text", "") for line in (box.textlines or []) for span in line.get("spans", [])
+    ]
+    # `--` would end the comment early.
+    return " ".join(" ".join(words).split()).replace("--", "- -")

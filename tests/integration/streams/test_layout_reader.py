@@ -1,0 +1,93 @@
+"""Operation ocr's layout reader at ingest, end to end through the agents (no GPU node:
+every page here is answered from its text layer): a report page comes back with its
+table as a table and without its running head or page number; the failure paths end
+their documents with a warning naming what happened instead of losing text or time.
+
+- the layout model drops a page's text (its body turned 90 degrees): the page keeps its
+  lines, with a warning, and the document completes;
+- 10,000 text lines, and one path of a million segments: past the layout budget, the
+  lines are kept with a warning naming the budget, well inside the render deadline;
+- headers kept on request come back as comments."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from schemas import DocumentResult, OcrResult, Operation, Options, TextLayer, decode
+from streams.blobs import BlobStore
+from streams.client.results import resolved
+from streams.client.submit import Submitter
+from streams.settings import Settings
+from streams.topics import RESULTS, Topology
+from tests.support import agents as support
+from tests.support.hard_pages import (
+    PAGE_NUMBER,
+    RUNNING_HEAD,
+    many_lines_page,
+    million_segments_page,
+    report_page,
+)
+from tests.support.pages import read_committed
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+
+def test_the_layout_reader_and_its_failure_paths_end_every_document(
+    cli_env: Settings, topology: Topology, tmp_path: Path
+) -> None:
+    settings = cli_env
+    plain = Options(auto_rotate=False)
+    docs = {
+        "report": (report_page(), plain),
+        "kept": (report_page(), Options(auto_rotate=False, keep_headers=True)),
+        "turned": (report_page(turned_body=True), plain),
+        "lines": (many_lines_page(10_000), plain),
+        # `only`: the drawing is answered from its text layer (auto sends it to pixels).
+        "drawing": (million_segments_page(), Options(auto_rotate=False, text_layer=TextLayer.only)),
+    }
+    sub = Submitter(settings)
+    for doc_id, (data, options) in docs.items():
+        sub.submit_bytes(data, operation=Operation.ocr, options=options, doc_id=doc_id)
+    sub.flush()
+    worker = support.start_worker(tmp_path / "agents.log")
+    try:
+        msgs = read_committed(settings, [topology.name(RESULTS)], expect=len(docs), timeout_s=240)
+        assert worker.poll() is None, worker.tail()
+    finally:
+        worker.stop()
+    blobs = BlobStore.from_settings(settings.blobs)
+    results = {
+        r.doc_id: resolved(r, blobs) for r in (decode(DocumentResult, m.value()) for m in msgs)
+    }
+    assert sorted(results) == sorted(docs)
+    assert {d: r.status for d, r in results.items()} == dict.fromkeys(docs, "completed")
+
+    def page(doc_id: str) -> tuple[str, list[str]]:
+        ocr = results[doc_id].pages[0].ocr
+        ref = results[doc_id].pages[0].ocr_ref
+        if ocr is None and ref is not None:  # over the record limit: claim-checked
+            ocr = OcrResult.model_validate_json(blobs.get(ref.uri, expected_sha256=ref.sha256))
+        assert ocr is not None and ocr.source == "text_layer"
+        return ocr.markdown or "", ocr.warnings
+
+    report, warnings = page("report")
+    assert warnings == []
+    assert RUNNING_HEAD not in report and PAGE_NUMBER not in report.split()
+    assert any(row.startswith("|") and "North" in row and "1,204" in row
+               for row in report.splitlines())  # fmt: skip
+    kept, _ = page("kept")
+    assert f"<!-- page-header: {RUNNING_HEAD} -->" in kept
+
+    turned, warnings = page("turned")
+    assert "Kafka partitions" in turned and "Paragraph line 13" in turned
+    assert any("the layout model kept" in w for w in warnings)
+
+    assert results["lines"].pages[0].ocr_ref is not None  # 10,000 boxes outgrow a record
+    lines, warnings = page("lines")
+    assert "line 9999" in lines
+    assert any("past the layout budget" in w for w in warnings)
+    drawing, warnings = page("drawing")
+    assert drawing.strip()
+    assert any("bytes of drawing instructions, past the layout budget" in w for w in warnings)
