@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench._cluster import pipeline_environment
-from schemas import Backend, DocumentResult, Operation, Options, TextLayer
+from schemas import Backend, DocumentResult, Layout, OcrEngineName, Operation, Options, TextLayer
 from schemas.pages import OcrResult
 from schemas.results import PageResult
 from streams.blobs import BlobStore
@@ -44,16 +44,30 @@ class Reader:
     description: str
 
 
+_BEFORE = {"layout": Layout.fast, "ocr_engine": OcrEngineName.easyocr, "target_px": None}
+
 READERS: dict[str, Reader] = {
+    "layout": Reader(
+        "layout",
+        Options(backend=Backend.ocr),
+        "the defaults: the text layer laid out by PyMuPDF's layout model where usable, "
+        "RapidOCR (lines laid out by the same model) for the other pages",
+    ),
+    "layout-easyocr": Reader(
+        "layout-easyocr",
+        Options(backend=Backend.ocr, ocr_engine=OcrEngineName.easyocr),
+        "as `layout`, with EasyOCR reading the pixels (ocr_engine=easyocr)",
+    ),
     "textlayer": Reader(
         "textlayer",
-        Options(text_layer=TextLayer.auto, backend=Backend.ocr),
-        "the PDF's text layer where usable, EasyOCR for the other pages (text_layer=auto)",
+        Options(text_layer=TextLayer.auto, backend=Backend.ocr, **_BEFORE),
+        "the previous release's defaults: the text layer where usable (classic converter, "
+        "layout=fast), EasyOCR line by line at 150 dpi for the other pages",
     ),
     "easyocr": Reader(
         "easyocr",
-        Options(text_layer=TextLayer.never, backend=Backend.ocr),
-        "EasyOCR on every page's pixels (text_layer=never)",
+        Options(text_layer=TextLayer.never, backend=Backend.ocr, **_BEFORE),
+        "EasyOCR line by line on every page's pixels at 150 dpi (text_layer=never, as before)",
     ),
     "vlm": Reader(
         "vlm",
@@ -68,7 +82,7 @@ class PageRun:
     """What one reader made of one page."""
 
     markdown: str | None = None  # None: the page has no result
-    source: str | None = None  # easyocr, text_layer or vlm
+    source: str | None = None  # rapidocr, easyocr, text_layer or vlm
     error: str | None = None
     status: str | None = None
     rotation: int | None = None  # clockwise correction the orient stage applied

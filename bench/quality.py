@@ -1,8 +1,8 @@
 """Reading quality: how well each reader turns public documents into Markdown, scored with
 the kinds of checks the field uses, through the real pipeline, with its speed beside it.
 
-    python -m bench.quality                                  # text layer, then EasyOCR alone
-    python -m bench.quality --readers textlayer --pages 6    # a quick trial on 6 pages
+    python -m bench.quality                                  # today's reader and the earlier ones
+    python -m bench.quality --readers layout --pages 6       # a quick trial on 6 pages
     python -m bench.quality --vlm-model DIR --preset olmocr  # adds the VLM preset (a GPU)
 
 The corpus is bench/quality/: pages (PDFs and images) of born-digital papers, financial
@@ -18,8 +18,11 @@ its own embedded broker, `pagestream gpu-node` on CPU with its real models, one
 bench/_quality_run.py). After a warm-up page per reader, every page is submitted at
 once with operation `ocr` and the reader's options, and each page's Markdown is read back
 from docs.results the way `pagestream results` does (claim-checked parts fetched from the
-blob store). Readers (`--readers`): `textlayer` (text_layer=auto: the PDF's text layer
-where usable, EasyOCR for the rest), `easyocr` (text_layer=never), `vlm` (backend=vlm with
+blob store). Readers (`--readers`, bench/_quality_run.py): `layout` (the defaults: the
+text layer laid out by PyMuPDF's layout model, RapidOCR for the other pages),
+`layout-easyocr` (the same with EasyOCR), `textlayer` and `easyocr` (the previous
+release's defaults: classic converter, EasyOCR line by line at 150 dpi; text_layer=auto and
+never), `vlm` (backend=vlm with
 the in-process vLLM engine on `--vlm-model` and the preset `--preset`; on a CPU-only machine
 give it the engine's CPU knobs through PAGESTREAM_EXTRACTION__VLLM__* variables).
 
@@ -92,9 +95,10 @@ def spread(pages: list[Page], n: int | None) -> list[Page]:
 
 @app.command()
 def main(
-    readers: Annotated[str, typer.Option(help="Comma-separated: textlayer, easyocr, vlm.")] = (
-        "textlayer,easyocr"
-    ),
+    readers: Annotated[
+        str,
+        typer.Option(help="Comma-separated: layout, layout-easyocr, textlayer, easyocr, vlm."),
+    ] = "layout,layout-easyocr,textlayer,easyocr",
     pages: Annotated[int | None, typer.Option(min=1, help="Only this many pages.")] = None,
     out: Annotated[Path, typer.Option(help="Folder of the reports.")] = Path(
         "bench/results/quality"

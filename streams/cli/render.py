@@ -23,7 +23,7 @@ from schemas.extraction import GenericFields
 from schemas.results import document_markdown
 from streams.operations.lag import GroupLag, PartitionLag
 
-MARKDOWN_LINES = 5  # of an OCR result's Markdown: enough to recognise the document
+MARKDOWN_LINES = 8  # of an OCR result's Markdown: enough to recognise the document and a table
 FIELD_LINES = 12  # labelled values of a generic document; --json has them all
 _VALUE_CHARS = 60  # of a field value or a Markdown line; the block stays within 80 columns
 _LABEL = 10  # width of the labels column of a result block

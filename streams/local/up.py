@@ -62,11 +62,13 @@ class Sample:
 
 
 def samples() -> list[Sample]:
-    """One document per operation; OCR on a scanned two-page PDF (EasyOCR on the GPU
-    node) and on a born-digital report (answered from its text layer by the agents)."""
+    """One document per operation; OCR on a scanned two-page PDF (RapidOCR on the GPU
+    node) and on born-digital reports (answered from their text layers by the agents,
+    one with a table and a running head)."""
     import io
 
     from synth.dataset import generate
+    from synth.layout_pages import report_page
     from synth.pdf import generate_pdf, report_pages, text_pdf
 
     def png(image: object) -> bytes:
@@ -108,6 +110,9 @@ def samples() -> list[Sample]:
             Operation.ocr,
             Options(max_pages=4),
         ),
+        # The layout reader: its table comes back as a table, its running head set
+        # aside (kept here as a comment, so the preview shows what was dropped).
+        Sample("ocr-table-and-header", report_page(), Operation.ocr, Options(keep_headers=True)),
     ]
 
 

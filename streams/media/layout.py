@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import threading
+import unicodedata
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -67,7 +69,7 @@ def layout_markdown(doc: Any, pages: Sequence[int], *, keep_headers: bool) -> di
         parsed = document_layout.parse_document(
             doc, pages=list(pages), use_ocr=document_layout.OCRMode.NEVER, force_text=True,
         )  # fmt: skip
-        return {page.page_number: _page_markdown(parsed, page, keep_headers)
+        return {page.page_number: tidy_text_layer(_page_markdown(parsed, page, keep_headers))
                 for page in parsed.pages}  # fmt: skip
 
 
@@ -132,6 +134,30 @@ def _page_markdown(parsed: Any, page: Any, keep_headers: bool) -> str:
     single.pages = [page]
     body = str(single.to_markdown(header=False, footer=False)).strip()
     return "\n\n".join(part for part in ("\n".join(heads), body, "\n".join(feet)) if part)
+
+
+def tidy_text_layer(markdown: str) -> str:
+    """What TeX-made PDFs leave in their text layers, as a reader would type it: a spacing
+    accent before its letter ("J\u00b4an Min\u00b4a\u02c7c") composed ("J\u00e1n
+    Min\u00e1\u010d"), and paired single quotes used as double ones (\u2018\u2018CSR\u2019\u2019)
+    made double quotes."""
+    markdown = _SPACING_ACCENT.sub(_compose, markdown)
+    return markdown.replace("\u2018\u2018", "\u201c").replace("\u2019\u2019", "\u201d")
+
+
+# Spacing accents and the combining marks they stand for (acute, diaeresis, circumflex,
+# tilde, caron, cedilla, ring, breve, dot above, double acute, macron; not the grave
+# accent, which is Markdown's backtick).
+_COMBINING = dict(zip("\u00b4\u00a8\u02c6\u02dc\u02c7\u00b8\u02da\u02d8\u02d9\u02dd\u00af",
+                      "\u0301\u0308\u0302\u0303\u030c\u0327\u030a\u0306\u0307\u030b\u0304",
+                      strict=True))  # fmt: skip
+_SPACING_ACCENT = re.compile("([" + "".join(_COMBINING) + "])([A-Za-z\u0131])")
+
+
+def _compose(match: re.Match[str]) -> str:
+    letter = "i" if match.group(2) == "\u0131" else match.group(2)  # a dotless i takes the accent
+    composed = unicodedata.normalize("NFC", letter + _COMBINING[match.group(1)])
+    return composed if len(composed) == 1 else match.group(0)
 
 
 def _box_text(box: Any) -> str:

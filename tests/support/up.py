@@ -12,6 +12,7 @@ EXPECTED = {
     "process-cin-rotated": "completed",
     "ocr-pdf-2-pages": "completed",
     "ocr-born-digital-report": "completed",
+    "ocr-table-and-header": "completed",
 }
 
 

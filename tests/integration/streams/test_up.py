@@ -90,6 +90,10 @@ def test_up_runs_every_operation_prints_results_and_lag_then_stops_on_ctrl_c(
     report = results["ocr-born-digital-report"]
     assert "\n  pages     2, read by text_layer (pages 1-2)\n" in report, report
     assert "\n  markdown  <!-- page 1 -->\n            # Section 1" in report, report
+    # The layout reader: the table as a table, the running head set aside as a comment.
+    table = results["ocr-table-and-header"]
+    assert "<!-- page-header: Journal of Streaming Documents, Vol. 7 -->" in table, table
+    assert "\n            |North|1,204|12%|\n" in table, table
     # The lag of both groups.
     # Everything consumed, and both read 0: the commit markers the GPU node's
     # transactions leave after the agents' last committed offset are not lag.

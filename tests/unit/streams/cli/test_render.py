@@ -13,7 +13,7 @@ from schemas import DocumentResult, DocumentType, Operation
 from schemas.extraction import ExtractionResult, RGFields
 from schemas.pages import OcrBox, OcrResult
 from schemas.results import PageResult, document_markdown
-from streams.cli.render import print_lag, print_result, result_lines
+from streams.cli.render import MARKDOWN_LINES, print_lag, print_result, result_lines
 from streams.operations.lag import GroupLag, PartitionLag
 
 NOW = datetime(2026, 11, 25, 20, 0, tzinfo=UTC)
@@ -99,10 +99,10 @@ def test_an_ocr_result_shows_the_first_markdown_lines_and_no_boxes() -> None:
     ]  # fmt: skip
     markdown_lines = [ln for ln in (result.markdown or "").splitlines() if ln.strip()]
     assert (
-        lines[start + 5].strip()
-        == f"({len(markdown_lines) - 5} more lines: --json or --markdown-out)"
+        lines[start + MARKDOWN_LINES].strip()
+        == f"({len(markdown_lines) - MARKDOWN_LINES} more lines: --json or --markdown-out)"
     )
-    assert len(lines) == start + 6
+    assert len(lines) == start + MARKDOWN_LINES + 1
     assert "300" not in "\n".join(lines)  # no box coordinate
     # --json: the whole record, on one line.
     (full,) = _printed(lambda c: print_result(c, result, as_json=True))

@@ -141,3 +141,10 @@ def test_a_page_of_a_million_segments_skips_the_converters_and_names_the_budget(
 def test_a_thousand_tiny_images_under_a_caption_are_read_from_pixels() -> None:
     (page,) = read_text_layer(tiny_images_page(), **LIMITS, layout=Layout.model)
     assert "covered by images or drawings" in (page.refusal(TextLayer.auto) or "")
+
+
+def test_tex_accents_and_quote_pairs_are_tidied() -> None:
+    tex = "J\u00b4an Min\u00b4a\u02c7c on \u2018\u2018CSR\u2019\u2019, "
+    tex += "na\u00a8\u0131ve; 5\u00b4 `abc`"
+    expected = "J\u00e1n Min\u00e1\u010d on \u201cCSR\u201d, na\u00efve; 5\u00b4 `abc`"
+    assert layout.tidy_text_layer(tex) == expected
