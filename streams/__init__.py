@@ -18,3 +18,11 @@ store). Then one package per concern:
 
 docs/architecture.md draws them and follows one page through them.
 """
+
+import os
+
+# onnxruntime (under PyMuPDF's layout model here, RapidOCR on the GPU node) looks up a
+# Microsoft telemetry host and writes a device id under ~/.cache on its first import
+# unless this is set; a document pipeline on a private network must do neither. Set
+# here, before anything imports it (the render processes import this package too).
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")

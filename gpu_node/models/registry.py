@@ -1,7 +1,8 @@
 """The model set of one process: each model loaded once, on first use, and shared.
 
 The EasyOCR reader serves orientation, OCR and the rules extractor; loading it
-twice would double memory and start-up time for nothing.
+twice would double memory and start-up time for nothing. RapidOCR reads operation
+`ocr`'s pages unless a document asks for EasyOCR (`Options.ocr_engine`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from gpu_node.models.classifier import Classifier
 from gpu_node.models.device import DeviceChoice, select_device
 from gpu_node.models.ocr import OcrEngine, load_reader
 from gpu_node.models.orientation import Orienter, PageOrienter
+from gpu_node.models.rapid_ocr import RapidOcrEngine, load_rapid_ocr
 from streams.settings import ModelSettings
 
 if TYPE_CHECKING:
@@ -35,6 +37,10 @@ class ModelRegistry:
     @cached_property
     def ocr(self) -> OcrEngine:
         return OcrEngine(self.reader)
+
+    @cached_property
+    def rapid_ocr(self) -> RapidOcrEngine:
+        return RapidOcrEngine(load_rapid_ocr(self.settings, self.device))
 
     @cached_property
     def text_orienter(self) -> Orienter:

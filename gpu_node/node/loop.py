@@ -215,6 +215,7 @@ class GpuNode:
         # Loaded before the node joins the group, so the first batch is not slow
         # and a missing checkpoint fails the start instead of a partition.
         _ = self.models.orienter, self.models.classifier, self.models.ocr, self.models.rules
+        _ = self.models.rapid_ocr
         self._bg.run(self.engines.start())
 
     def _drain(self, grace_s: float) -> None:

@@ -9,6 +9,12 @@ What goes wrong, and what happens then:
 - the model call raises (or returns the wrong number of results) for the batch:
   every page of the batch is retried alone, so one bad page cannot fail the others;
   a page that fails alone carries the exception.
+- the layout model fails on an OCR page: the page keeps its plain text as its
+  Markdown, with a warning naming the exception's type.
+
+OCR pages are read by the engine their document names (`Options.ocr_engine`): a batch
+makes one model call per engine. Under `layout=model` (the default) a page's lines are
+then laid out as Markdown (streams/media/layout.py), page by page, on this thread.
 """
 
 from __future__ import annotations
@@ -19,18 +25,21 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gpu_node.models.images import RGBArray
+from gpu_node.models.ocr import OcrEngine
 from gpu_node.models.orientation import PageOrienter
+from gpu_node.models.rapid_ocr import RapidOcrEngine
 from gpu_node.models.registry import ModelRegistry
 from gpu_node.node.metrics import NodeMetrics
 from gpu_node.node.tasks import Task
-from schemas import Stage
+from schemas import Layout, OcrEngineName, OcrResult, PageState, Stage
+from streams.media.layout import MAX_LINES, MIN_KEPT_SHARE, kept_share, markdown_from_lines
 
 log = logging.getLogger(__name__)
 
 # A task with its stage result, or the exception that stands in for one.
 StageOutcome = tuple[Task, Any]
-# What one synchronous stage does with a batch of upright page images.
-StageFn = Callable[[Sequence[RGBArray]], Sequence[Any]]
+# What one synchronous stage does with a batch of tasks and their upright page images.
+StageFn = Callable[[Sequence[Task], Sequence[RGBArray]], Sequence[Any]]
 
 SYNC_STAGES = (Stage.orient, Stage.classify, Stage.ocr)
 
@@ -46,7 +55,7 @@ class SyncStages:
         }
 
     # The registry loads each model on first use: looked up per call, not here.
-    def _orient(self, images: Sequence[RGBArray]) -> Sequence[Any]:
+    def _orient(self, _tasks: Sequence[Task], images: Sequence[RGBArray]) -> Sequence[Any]:
         orienter = self._models.orienter
         results: Sequence[Any]
         if isinstance(orienter, PageOrienter):
@@ -59,19 +68,24 @@ class SyncStages:
             self._metrics.orientations.labels(r.method or "text").inc()
         return results
 
-    def _classify(self, images: Sequence[RGBArray]) -> Sequence[Any]:
+    def _classify(self, _tasks: Sequence[Task], images: Sequence[RGBArray]) -> Sequence[Any]:
         return self._models.classifier.predict(images, batch_size=max(1, len(images)))
 
-    def _ocr(self, images: Sequence[RGBArray]) -> Sequence[Any]:
-        return self._models.ocr.read(images)
+    def _ocr(self, tasks: Sequence[Task], images: Sequence[RGBArray]) -> Sequence[Any]:
+        # The tasks of one call share their engine (`model_calls`).
+        results = self._ocr_engine(tasks[0].page.options.ocr_engine).read(images)
+        pages = zip(tasks, images, results, strict=True)
+        return [laid_out(result, image, task.page) for task, image, result in pages]
+
+    def _ocr_engine(self, name: OcrEngineName) -> OcrEngine | RapidOcrEngine:
+        return self._models.ocr if name is OcrEngineName.easyocr else self._models.rapid_ocr
 
     def run(self, batch: list[Task]) -> list[StageOutcome]:
         # Dropped meanwhile (revoked, rewound): the new owner or the redo does it.
         batch = [t for t in batch if not t.dropped]
         outcomes: list[StageOutcome] = []
         for stage in SYNC_STAGES:
-            tasks = [t for t in batch if t.stage is stage]
-            if tasks:
+            for tasks in model_calls(stage, [t for t in batch if t.stage is stage]):
                 outcomes.extend(self._run_stage(stage, tasks))
         return outcomes
 
@@ -89,7 +103,7 @@ class SyncStages:
         fn = self._fns[stage]
         started = time.perf_counter()
         try:
-            results = list(fn([im for _, im in ready]))
+            results = list(fn([t for t, _ in ready], [im for _, im in ready]))
             if len(results) != len(ready):
                 raise RuntimeError(f"{stage} returned {len(results)} results for {len(ready)}")
         except Exception:
@@ -97,7 +111,7 @@ class SyncStages:
             for task, image in ready:
                 task.attempts += 1
                 try:
-                    (result,) = fn([image])
+                    (result,) = fn([task], [image])
                     outcomes.append((task, result))
                 except Exception as exc:
                     outcomes.append((task, exc))
@@ -109,3 +123,53 @@ class SyncStages:
         self._metrics.stage_latency.labels(stage.value).observe(elapsed)
         outcomes.extend((task, result) for (task, _), result in zip(ready, results, strict=True))
         return outcomes
+
+
+def model_calls(stage: Stage, tasks: list[Task]) -> list[list[Task]]:
+    """`tasks` of one stage split into the batches of one model call each: OCR pages by
+    the engine their documents name, in the order they came."""
+    if stage is not Stage.ocr:
+        return [tasks] if tasks else []
+    by_engine: dict[OcrEngineName, list[Task]] = {}
+    for task in tasks:
+        by_engine.setdefault(task.page.options.ocr_engine, []).append(task)
+    return list(by_engine.values())
+
+
+def laid_out(result: OcrResult, image: RGBArray, page: PageState) -> OcrResult:
+    """`result` with its Markdown under `layout=model`: the layout model's, or the plain
+    text with a warning when the model fails or the page has too many lines for it.
+    Under `layout=fast` the Markdown stays None (deliver uses the text)."""
+    if page.options.layout is not Layout.model:
+        return result
+    if len(result.boxes) > MAX_LINES:  # RapidOCR finds at most 1,000; EasyOCR has no cap
+        lines = len(result.boxes)
+        note = f"no Markdown layout: {lines} lines, past the layout budget of {MAX_LINES}"
+        return _plain(result, f"{note}; plain text instead")
+    height, width = image.shape[:2]
+    try:
+        markdown = markdown_from_lines(
+            width, height, result.boxes, keep_headers=page.options.keep_headers
+        )
+    except MemoryError:
+        raise
+    except Exception as exc:
+        failure = type(exc).__name__
+        log.warning(
+            "ocr: the layout model failed on doc %s page %d (%s); plain text kept",
+            page.doc_id,
+            page.page_no,
+            failure,
+        )
+        return _plain(result, f"the layout model failed ({failure}); plain text instead")
+    kept = kept_share(markdown, result.text)
+    if kept < MIN_KEPT_SHARE:
+        note = f"the layout model kept {kept:.0%} of the page's characters; plain text instead"
+        return _plain(result, note)
+    return result.model_copy(update={"markdown": markdown})
+
+
+def _plain(result: OcrResult, warning: str) -> OcrResult:
+    return result.model_copy(
+        update={"markdown": result.text, "warnings": [*result.warnings, warning]}
+    )

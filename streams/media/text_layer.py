@@ -25,7 +25,6 @@ and counts, never content.
 from __future__ import annotations
 
 import logging
-import re
 import unicodedata
 from dataclasses import dataclass, replace
 from typing import Any
@@ -36,7 +35,7 @@ from pymupdf4llm.helpers import pymupdf_rag
 
 from schemas import Layout, TextLayer
 from schemas.pages import OcrBox, OcrResult
-from streams.media.layout import layout_markdown
+from streams.media.layout import MAX_LINES, MIN_KEPT_SHARE, kept_share, layout_markdown
 from streams.media.pdf import open_pdf, page_dpi, pixels_at, raise_if_out_of_memory
 
 # Importing PyMuPDF 2 switches on its ONNX layout model for the whole process, and
@@ -67,9 +66,6 @@ SPARSE_CHARS = 300
 MAX_SPARSE_INK_SHARE = 0.15
 _INK_DPI = 24
 _INK_LEVEL = 200  # grey levels below this are ink
-# Under layout=model, a page whose Markdown keeps less of its text layer's characters
-# than this keeps its plain lines instead.
-MIN_LAYOUT_KEPT = 0.6
 MAX_INVISIBLE_SHARE = 0.5
 _REPLACEMENT = "\ufffd"
 _INVISIBLE = 3  # PDF text render mode 3: neither filled nor stroked
@@ -179,6 +175,11 @@ def _laid_out(doc: Any, page: TextPage, keep_headers: bool) -> TextPage:
     when the model fails on it, with a warning saying so."""
     if not page.chars or page.result.markdown is not None or page.refusal(TextLayer.auto):
         return page
+    if len(page.result.boxes) > MAX_LINES:
+        lines = len(page.result.boxes)
+        note = (f"no layout model: {lines} lines, past its budget of {MAX_LINES}; Markdown "
+                "from the classic converter")  # fmt: skip
+        return _with_warning(page, note)
     try:
         markdown = layout_markdown(doc, [page.page_no - 1], keep_headers=keep_headers)
     except MemoryError:
@@ -192,12 +193,8 @@ def _laid_out(doc: Any, page: TextPage, keep_headers: bool) -> TextPage:
     md = markdown.get(page.page_no)
     if md is None:
         return page
-    kept = _visible_chars(md) / page.chars
-    if kept < MIN_LAYOUT_KEPT:
-        # The model places text it recognises; text it does not (turned 90 degrees, in
-        # a font size far from the page's) it drops without a word. Running heads and
-        # page numbers are a few per cent of a page (at least 89 % kept on every page
-        # of bench/quality).
+    kept = kept_share(md, page.result.text)
+    if kept < MIN_KEPT_SHARE:
         # The classic converter drops turned text too: the lines, as they are.
         log.warning("text layer: the layout model kept %.0f%% of page %d's characters; "
                     "lines kept as they are", 100 * kept, page.page_no)  # fmt: skip
@@ -205,14 +202,6 @@ def _laid_out(doc: Any, page: TextPage, keep_headers: bool) -> TextPage:
         note = f"the layout model kept {kept:.0%} of the page's characters; its lines instead"
         page = _with_warning(page, note)
     return replace(page, result=page.result.model_copy(update={"markdown": md}))
-
-
-def _visible_chars(markdown: str) -> int:
-    text = _MARKUP.sub("", markdown)
-    return sum(1 for c in text if not c.isspace())
-
-
-_MARKUP = re.compile(r"<!--.*?-->|<[^>]+>|[|#*_`\-]", re.S)
 
 
 def _with_warning(page: TextPage, note: str) -> TextPage:

@@ -32,6 +32,10 @@ class ModelSettings(BaseModel):
     # machine shared with other busy processes fewer threads run faster, because
     # OpenMP threads spin-wait for each other.
     torch_threads: int | None = Field(default=None, ge=1)
+    # RapidOCR's onnxruntime intra-op threads (operation ocr's default engine); None
+    # leaves onnxruntime's default (one per physical core). Apart from torch_threads:
+    # the two runtimes keep separate thread pools.
+    rapidocr_threads: int | None = Field(default=None, ge=1)
 
 
 class VllmSettings(BaseModel):

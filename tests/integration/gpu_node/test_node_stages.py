@@ -108,6 +108,10 @@ def test_classify_ocr_and_extract_stages(settings, topology: Topology, node_fact
     ocr = got["ocr-1"]
     assert ocr.last_stage is Stage.ocr and ocr.ocr is not None
     assert ocr.ocr.boxes and ocr.ocr.text.strip()
+    # Default options: read by RapidOCR and laid out as Markdown (paragraphs, not lines).
+    assert ocr.ocr.source == "rapidocr" and ocr.ocr.warnings == []
+    assert ocr.ocr.markdown is not None and f"CPF: {ocr_doc.fields['cpf']}" in ocr.ocr.markdown
+    assert "\n\n" in ocr.ocr.markdown and ocr.ocr.markdown != ocr.ocr.text
 
     ext = got["ext-1"]
     assert ext.last_stage is Stage.extract and ext.extraction is not None

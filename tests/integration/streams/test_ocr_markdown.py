@@ -1,6 +1,6 @@
 """Operation ocr on a PDF mixing born-digital and scanned pages, end to end: the agents
 answer the born-digital pages from their text layer (they never reach the GPU node),
-EasyOCR reads the scanned one, deliver puts the Markdown together in page order, and
+RapidOCR reads the scanned one, deliver puts the Markdown together in page order, and
 `pagestream results --markdown-out` leaves a .md file a user can open."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def test_a_mixed_pdf_comes_back_as_markdown_in_page_order(
         worker.stop()
     result = decode(DocumentResult, msg.value())
     assert (result.status, result.page_count) == ("completed", 3)
-    assert [p.ocr.source for p in result.pages if p.ocr] == ["text_layer", "easyocr", "text_layer"]
+    assert [p.ocr.source for p in result.pages if p.ocr] == ["text_layer", "rapidocr", "text_layer"]
     # Only the scanned page cost GPU time.
     assert len(gpu_work) == 1 and ocr_pages == 1
     assert result.pages[0].ocr is not None and result.pages[0].ocr.text == specs[0].text()
@@ -59,7 +59,7 @@ def test_a_mixed_pdf_comes_back_as_markdown_in_page_order(
     assert first < markdown.index(f"# {specs[0].heading}") < second < third
     assert markdown.index(f"# {specs[1].heading}") > third
     scanned = markdown[second:third]
-    assert len(scanned.split()) > 5  # EasyOCR's lines of the scan
+    assert len(scanned.split()) > 5  # RapidOCR's lines of the scan, laid out
     as_json = CliRunner().invoke(app, ["results", "--doc-id", "report", "--json"])
     assert as_json.exit_code == 0, as_json.output
     assert decode(DocumentResult, as_json.output.strip().encode()) == result

