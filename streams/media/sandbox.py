@@ -33,6 +33,9 @@ under their own unprivileged user as well.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ctypes.util
 import logging
 import math
 import os
@@ -48,6 +51,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
+
+import pymupdf
 
 from schemas import Layout, TextLayer
 from streams.kafka.faults import WorldError
@@ -354,10 +359,37 @@ def _error(kind: str, value: Any, memory_bytes: int) -> MediaError:
 
 # --- the child ----------------------------------------------------------------------
 
+_M_ARENA_MAX = -8  # glibc's mallopt parameter
+
+
+def _libc() -> Any:
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+
+
+def _few_malloc_arenas() -> None:
+    """At most two malloc arenas. glibc gives each thread (onnxruntime's pool under the
+    layout model) an arena of its own that reserves 64 MB of address space, which
+    RLIMIT_AS counts: over the documents of bench/quality a render process's address
+    space grew from 0.9 to past 1.5 GB and its next allocation failed; with two arenas
+    it stayed near 1 GB."""
+    try:
+        _libc().mallopt(_M_ARENA_MAX, 2)
+    except (OSError, AttributeError):
+        log.warning("render process: mallopt unavailable; malloc arenas unbounded")
+
+
+def _release_memory() -> None:
+    """Between documents: MuPDF's store (fonts, images, decoded streams) emptied and the
+    freed heap handed back, so one large document does not weigh on every next one."""
+    pymupdf.TOOLS.store_shrink(100)  # type: ignore[no-untyped-call]
+    with contextlib.suppress(OSError, AttributeError):
+        _libc().malloc_trim(0)
+
 
 def _serve(conn: Connection, memory_bytes: int, timeout_s: float) -> None:
     # Ctrl-C reaches the whole process group; the agent decides when this one ends.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _few_malloc_arenas()
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     try:
         conn.send(("ready", os.getpid()))
@@ -370,15 +402,17 @@ def _serve(conn: Connection, memory_bytes: int, timeout_s: float) -> None:
 def _serve_one(conn: Connection, timeout_s: float) -> bool:
     """One document; False when this process should end."""
     job = conn.recv()
-    # Rendering is one thread: CPU seconds never outrun the agent's wall-clock limit,
-    # which kills this process first while the agent lives.
+    # The layout model runs on onnxruntime's thread pool (one thread per core): CPU
+    # seconds may outrun the wall clock by that many times, and the agent's wall-clock
+    # limit must kill this process first while the agent lives.
     used = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = math.ceil(used.ru_utime + used.ru_stime + timeout_s) + 2
+    cpu = math.ceil(used.ru_utime + used.ru_stime + timeout_s * (os.cpu_count() or 1)) + 2
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, resource.RLIM_INFINITY))
     try:
         for item in paginate(job):
             conn.send(("item", item))
         conn.send(("done", None))
+        _release_memory()
     except MediaError as exc:
         conn.send(("media", exc))
     except MemoryError as exc:

@@ -32,7 +32,7 @@ class AgentSettings(BaseModel):
     render_timeout_s: float = Field(default=120.0, gt=0)
     # The render process's address space (RLIMIT_AS). About 0.55 GiB of it is the
     # interpreter and its libraries; a page at max_page_pixels takes about 0.4 GiB more.
-    render_memory_bytes: int = Field(default=3 * 512 * 1024**2, ge=640 * 1024**2)
+    render_memory_bytes: int = Field(default=2 * 1024**3, ge=640 * 1024**2)
     # Render processes per worker: documents rendered side by side, so one that runs
     # to render_timeout_s holds one process, not ingest. Each may use up to
     # render_memory_bytes.

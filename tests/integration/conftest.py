@@ -67,14 +67,17 @@ def node_factory(
         vlm: Extractor | None = None,
         extraction: ExtractionSettings | None = None,
         on: Settings | None = None,
+        models: ModelRegistry | None = None,
         **node_opts: Any,
     ) -> Iterator[GpuNode]:
-        """A node of the test's pipeline (or of `on`'s: another prefix, say)."""
+        """A node of the test's pipeline (or of `on`'s: another prefix, say), with the
+        session's models (or `models`)."""
         gs = node_settings(on or settings, **node_opts)
         if extraction is not None:
             gs.extraction = extraction
-        engines = Engines(gs.extraction, model_registry, vlm)
-        node = build_node(gs, model_registry, engines)
+        registry = models or model_registry
+        engines = Engines(gs.extraction, registry, vlm)
+        node = build_node(gs, registry, engines)
         stop = threading.Event()
         failure: list[BaseException] = []
 
