@@ -139,7 +139,10 @@ class Deliver:
         # Only a page that failed comes back with a result, and only when someone
         # replayed its dead letter (the node is exactly-once). A page that missed the
         # deadline and shows up late is absorbed: the deadline's result stands.
-        if before is None or before.error is None:
+        # A page that disagrees with the one it would replace about the document's page
+        # count is not its replayed dead letter (that is the same record, answered):
+        # ending the document again on it could end it worse (found by the fuzzer).
+        if before is None or before.error is None or before.page_count != page.page_count:
             log.debug("deliver: duplicate page %d of delivered doc %s", page.page_no, page.doc_id)
             return Delivery([])
         log.info("deliver: doc %s page %d has its result after the document ended: "

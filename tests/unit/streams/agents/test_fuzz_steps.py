@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schemas import DocumentResult, decode, encode
+from schemas import DocumentResult, DocumentType, Operation, Stage, decode, encode
 from schemas import headers as h
-from schemas.pages import OcrResult
+from schemas.pages import ClassificationResult, OcrResult
 from streams.agents.deliver import Deliver
 from streams.agents.route import Router
 from streams.agents.table import JsonTable
@@ -99,6 +99,29 @@ def _answered(result: DocumentResult, blobs: BlobStore) -> int:
     ref = result.pages_ref
     pages = json.loads(blobs.get(ref.uri)) if ref else [p.model_dump() for p in result.pages]
     return sum(p["error"] is None for p in pages)
+
+
+def test_a_page_disagreeing_about_the_page_count_does_not_end_a_document_again(
+    tmp_path: Path,
+) -> None:
+    # Found by the fuzzer: page 1 of 3 (failed, stored), page 2 of 2 (ends the document,
+    # partial), then page 1 of 1 was taken for page 1's replayed dead letter and ended
+    # the document again, failed (the pages disagree about the count): worse than before.
+    blobs = BlobStore(str(tmp_path / "blobs"))
+    deliver, table = _deliver(blobs)
+    classified = {"operation": Operation.classify, "last_stage": Stage.classify, "ocr": None,
+                  "classification": ClassificationResult(document_type=DocumentType.letter,
+                                                         confidence=0.9)}  # fmt: skip
+    sent = ((1, 3, "classify failed"), (2, 2, None), (1, 1, None))
+    pages = [plain_page(page_no=n, page_count=count, error=error, **classified)
+             for n, count, error in sent]  # fmt: skip
+    results = []
+    for offset, page in enumerate(pages):
+        origin = _origin(TOPO.name(PAGES_DONE), encode(page), [], offset)
+        outcome = deliver.handle(origin, table)
+        deliver.mark_ended(origin.partition, outcome, table)
+        results += [o for o in outcome.emits if o.topic == TOPO.name(RESULTS)]
+    assert len(results) == 1
 
 
 @pytest.mark.parametrize("n", [LIMIT - 1_500, LIMIT + 10])
