@@ -10,7 +10,16 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from schemas import Backend, DocumentType, Operation, Options, RecordError, TextLayer
+from schemas import (
+    Backend,
+    DocumentType,
+    Layout,
+    OcrEngineName,
+    Operation,
+    Options,
+    RecordError,
+    TextLayer,
+)
 from streams.cli.common import fail, out, progress_bar, settings
 from streams.client import submit as submit_mod
 from streams.topics import RAW
@@ -41,6 +50,18 @@ def submit(
     text_layer: Annotated[
         TextLayer, typer.Option(help="ocr on PDFs: answer pages from their own text layer?")
     ] = TextLayer.auto,
+    layout: Annotated[
+        Layout, typer.Option(help="ocr: the layout model's Markdown, or the fast classic one.")
+    ] = Layout.model,
+    keep_headers: Annotated[
+        bool, typer.Option(help="ocr: keep running heads and footers, as comments.")
+    ] = False,
+    ocr_engine: Annotated[
+        OcrEngineName, typer.Option(help="ocr: what reads pages from their pixels.")
+    ] = OcrEngineName.rapidocr,
+    target_px: Annotated[
+        int, typer.Option(min=256, max=8000, help="ocr: pixels on a page's long side.")
+    ] = 1600,
     doc_id: Annotated[str | None, typer.Option(help="Only with a single file.")] = None,
     callback: Annotated[str | None, typer.Option(help="Webhook URL for the result.")] = None,
     attr: Annotated[list[str] | None, typer.Option(help="KEY=VALUE, repeatable.")] = None,
@@ -55,6 +76,10 @@ def submit(
         max_pages=max_pages,
         dpi=dpi,
         text_layer=text_layer,
+        layout=layout,
+        keep_headers=keep_headers,
+        ocr_engine=ocr_engine,
+        target_px=target_px,
     )
     try:
         files = submit_mod.discover(paths)
