@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import logging
 import math
 import os
@@ -362,6 +363,7 @@ def _error(kind: str, value: Any, memory_bytes: int) -> MediaError:
 _M_ARENA_MAX = -8  # glibc's mallopt parameter
 
 
+@functools.cache
 def _libc() -> Any:
     return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
 
