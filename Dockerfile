@@ -5,6 +5,7 @@ COPY pyproject.toml constraints.txt README.md ./
 COPY schemas schemas
 COPY streams streams
 COPY gpu_node gpu_node
+COPY gateway gateway
 COPY synth synth
 COPY ops ops
 RUN pip install --no-cache-dir -c constraints.txt '.[s3]'

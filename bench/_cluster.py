@@ -89,6 +89,7 @@ def pipeline_environment(scratch: Path, name: str) -> dict[str, str]:
         "PAGESTREAM_BLOBS__ROOT": str(scratch / "blobs"),
         "PAGESTREAM_AGENTS__DATA_DIR": str(scratch / "agents"),
         "PAGESTREAM_AGENTS__WEB_PORT": str(free_port()),
+        "PAGESTREAM_API__PORT": str(free_port()),
         "PAGESTREAM_NODE__HTTP_HOST": "127.0.0.1",
         "PAGESTREAM_NODE__HTTP_PORT": str(free_port()),
         "PAGESTREAM_NODE__TRANSACTIONAL_ID": f"{name}-{uuid.uuid4().hex[:8]}",

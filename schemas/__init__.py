@@ -22,6 +22,7 @@ from schemas.common import (
     Operation,
     Record,
     Stage,
+    Tenant,
     TextLayer,
     family,
 )
@@ -91,6 +92,7 @@ __all__ = [
     "Record",
     "RecordError",
     "Stage",
+    "Tenant",
     "TextLayer",
     "WebhookDelivery",
     "decode",

@@ -27,6 +27,7 @@ from schemas.common import (
     Operation,
     Record,
     Sha256,
+    Tenant,
     TextLayer,
 )
 
@@ -125,3 +126,4 @@ class DocumentSubmitted(Record):
     callback: HttpUrl | None = None  # webhook for the DocumentResult
     submitted_at: AwareDatetime = Field(default_factory=_now)
     attributes: Attributes = Field(default_factory=dict)
+    tenant: Tenant | None = None  # set by the gateway: whose document it is

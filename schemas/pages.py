@@ -17,6 +17,7 @@ from schemas.common import (
     Record,
     Sha256,
     Stage,
+    Tenant,
 )
 from schemas.documents import Options
 from schemas.extraction import ExtractionResult
@@ -130,6 +131,7 @@ class PageState(Record):
     # Carried along from the submission so the deliver stage needs no other state.
     callback: HttpUrl | None = None
     attributes: Attributes = Field(default_factory=dict)
+    tenant: Tenant | None = None
     submitted_at: AwareDatetime
 
     @model_validator(mode="after")

@@ -7,11 +7,15 @@ from typing import Literal
 
 from pydantic import AwareDatetime, Field
 
-from schemas.common import DocId, Record
+from schemas.common import DocId, Record, Tenant
 
 # Where a page is: waiting in a GPU stage's work topic, aggregating (its stages are done
-# and deliver has not taken it yet), done (deliver has it); "ended" is the document's.
-ProgressStage = Literal["orient", "classify", "extract", "ocr", "aggregate", "done", "ended"]
+# and deliver has not taken it yet), done (deliver has it). The document's own record says
+# "submitted" (the HTTP gateway has put it on docs.raw; ingest has not split it yet), then
+# "ended".
+ProgressStage = Literal[
+    "submitted", "orient", "classify", "extract", "ocr", "aggregate", "done", "ended"
+]
 
 
 def _now() -> datetime:
@@ -31,4 +35,5 @@ class Progress(Record):
     stage: ProgressStage
     pages_done: int | None = Field(default=None, ge=0)  # known to deliver
     status: Literal["completed", "partial", "failed"] | None = None  # when ended
+    tenant: Tenant | None = None  # the document's submitter
     at: AwareDatetime = Field(default_factory=_now)

@@ -8,7 +8,16 @@ from typing import Literal, Self
 from pydantic import AwareDatetime, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from schemas.common import Attributes, Confidence, DocId, DocumentType, Model, Operation, Record
+from schemas.common import (
+    Attributes,
+    Confidence,
+    DocId,
+    DocumentType,
+    Model,
+    Operation,
+    Record,
+    Tenant,
+)
 from schemas.extraction import ExtractionResult, TypedFields
 from schemas.pages import BlobRef, ClassificationResult, OcrResult, OrientationResult, PageState
 
@@ -60,6 +69,7 @@ class DocumentResult(Record):
     fields: TypedFields | None = None
     errors: list[str] = Field(default_factory=list)
     attributes: Attributes = Field(default_factory=dict)
+    tenant: Tenant | None = None  # the submission's
     submitted_at: AwareDatetime
     completed_at: AwareDatetime
 

@@ -13,6 +13,8 @@ import os
 import posixpath
 import re
 import tempfile
+import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -221,6 +223,7 @@ class BlobStore:
         self._roots = [self._root, *(_make_root(r, opts) for r in read_roots)]
         self._schemes = frozenset(r.scheme for r in self._roots)
         self.max_blob_bytes = max_blob_bytes
+        self._live: set[str] = set()  # paths of this store's writers under way
 
     @classmethod
     def from_settings(cls, settings: BlobSettings) -> BlobStore:
@@ -299,6 +302,28 @@ class BlobStore:
                 raise BlobIntegrityError(f"sha256 mismatch for {_show(uri)}: got {actual}")
         return data
 
+    def writer(self) -> BlobWriter:
+        """A blob written in chunks (an upload), published only by its commit()."""
+        return BlobWriter(self, self._root)
+
+    def collect_partials(self, older_than_s: float) -> int:
+        """Removes the parts of writers that never committed (a client gone mid-upload, a
+        process killed): those older than `older_than_s` and not this store's own live
+        writers', so uploads under way are left."""
+        fs, folder = self._root.fs, posixpath.join(self._root.fs_path, PARTIAL_DIR)
+        cutoff, removed = time.time() - older_than_s, 0
+        with _store_call("collecting partial blobs in", self.root, self._root):
+            try:
+                entries = fs.ls(folder, detail=True)
+            except FileNotFoundError:
+                return 0
+            for entry in entries:
+                if _modified(entry) < cutoff and entry["name"] not in self._live:
+                    with contextlib.suppress(FileNotFoundError):
+                        fs.rm_file(entry["name"])
+                        removed += 1
+        return removed
+
     def exists(self, uri: str) -> bool:
         """False if nothing is stored there; raises BlobAccessError for disallowed URIs."""
         root, rel = self._split_checked(uri)
@@ -327,6 +352,84 @@ class BlobStore:
         return real
 
 
+# Writers in progress, under the root beside `sha256/`: collected when abandoned.
+PARTIAL_DIR = "partial"
+
+
+class BlobWriter:
+    """One blob written chunk by chunk and hashed as it goes: nothing is ever held whole.
+
+    The chunks go to a partial object under `partial/`; commit() publishes it under its
+    content address (a rename on a local disk, a move on an object store) and abort()
+    removes it. One left behind by a crash is removed by `collect_partials`.
+    """
+
+    def __init__(self, store: BlobStore, root: _Root) -> None:
+        self._store, self._root = store, root
+        self._hash = hashlib.sha256()
+        self.size_bytes = 0
+        self._path = posixpath.join(root.fs_path, PARTIAL_DIR, f"{uuid.uuid4().hex}.part")
+        self._local = isinstance(root.fs, LocalFileSystem)
+        with _store_call("writing", self._partial_uri, root):
+            if self._local:
+                os.makedirs(posixpath.dirname(self._path), exist_ok=True)
+            self._file: Any = root.fs.open(self._path, "wb")
+        store._live.add(self._path)
+
+    @property
+    def _partial_uri(self) -> str:
+        return f"{self._root.uri}/{PARTIAL_DIR}/{posixpath.basename(self._path)}"
+
+    def write(self, chunk: bytes) -> None:
+        if self.size_bytes + len(chunk) > self._store.max_blob_bytes:
+            raise BlobTooLargeError(f"blob over max_blob_bytes={self._store.max_blob_bytes}")
+        with _store_call("writing", self._partial_uri, self._root):
+            self._file.write(chunk)
+        self._hash.update(chunk)
+        self.size_bytes += len(chunk)
+
+    def commit(self) -> StoredBlob:
+        digest = self._hash.hexdigest()
+        blob = StoredBlob(self._store.uri_for(digest), digest, self.size_bytes)
+        fs, final = self._root.fs, posixpath.join(self._root.fs_path, *_blob_rel(digest))
+        with _store_call("writing", blob.uri, self._root):
+            if self._local:
+                self._file.flush()
+                os.fsync(self._file.fileno())
+            self._file.close()
+            try:
+                same = fs.info(final).get("size") == self.size_bytes
+            except FileNotFoundError:
+                same = False
+            if same:  # same name => same content: the first one stays
+                fs.rm_file(self._path)
+            elif self._local:
+                os.chmod(self._path, 0o644)
+                os.makedirs(posixpath.dirname(final), exist_ok=True)
+                os.replace(self._path, final)
+                _fsync_dir(posixpath.dirname(final))
+            else:
+                fs.mv(self._path, final)
+        self._store._live.discard(self._path)
+        return blob
+
+    def abort(self) -> None:
+        with contextlib.suppress(Exception):
+            self._file.close()
+        with contextlib.suppress(Exception):
+            self._root.fs.rm_file(self._path)
+        self._store._live.discard(self._path)
+
+
+def _modified(entry: Mapping[str, Any]) -> float:
+    """An fsspec listing entry's modification time in epoch seconds (local: `mtime`;
+    object stores: `LastModified`, a datetime); unknown: now, so it is kept."""
+    mtime = entry.get("mtime", entry.get("LastModified"))
+    if hasattr(mtime, "timestamp"):
+        return float(mtime.timestamp())
+    return float(mtime) if isinstance(mtime, int | float) else time.time()
+
+
 def _blob_rel(sha256: str) -> tuple[str, ...]:
     return ("sha256", sha256[:2], sha256[2:4], sha256)
 
@@ -346,6 +449,10 @@ def _atomic_local_write(path: str, data: bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    _fsync_dir(directory)
+
+
+def _fsync_dir(directory: str) -> None:
     dfd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dfd)  # make the rename durable before the URI is published to Kafka

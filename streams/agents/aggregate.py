@@ -74,6 +74,7 @@ def document_result(
         fields=extracted.fields if extracted else None,
         errors=errors,
         attributes=first.attributes,
+        tenant=first.tenant,
         submitted_at=first.submitted_at,
         completed_at=datetime.now(UTC),
     )

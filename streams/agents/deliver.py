@@ -251,6 +251,9 @@ def _bare_failure(doc_id: str, states: list[PageState], exc: BaseException) -> D
         status="failed",
         page_count=first.page_count,
         errors=[f"deliver: no result could be built: {type(exc).__name__}"],
+        # Unlike the attributes, small enough to always fit: the client still learns
+        # whose document ended.
+        tenant=first.tenant,
         submitted_at=first.submitted_at,
         completed_at=datetime.now(UTC),
     )

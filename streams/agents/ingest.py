@@ -185,7 +185,7 @@ class Ingest:
         return PageState(doc_id=doc_id, page_no=page_no, page_count=count,
                          operation=sub.operation, options=sub.options, image=image,
                          callback=sub.callback, attributes=sub.attributes,
-                         submitted_at=sub.submitted_at)  # fmt: skip
+                         tenant=sub.tenant, submitted_at=sub.submitted_at)  # fmt: skip
 
     def _failed_result(
         self, origin: Origin, sub: DocumentSubmitted | None, exc: BaseException
@@ -200,6 +200,7 @@ class Ingest:
             page_count=0,
             errors=[f"{type(exc).__name__}: {error_message(exc)}"],
             attributes=sub.attributes,
+            tenant=sub.tenant,
             submitted_at=sub.submitted_at,
             completed_at=now,
         )

@@ -39,18 +39,19 @@ def page_moved(topology: Topology, page: PageState, topic: str, origin: Origin) 
     if stage is None:
         return []
     progress = Progress(doc_id=page.doc_id, page_no=page.page_no, pages_total=page.page_count,
-                        stage=stage)  # fmt: skip
+                        stage=stage, tenant=page.tenant)  # fmt: skip
     return [_record(topology, progress, origin)]
 
 
 def page_done(topology: Topology, page: PageState, pages_done: int, origin: Origin) -> Outgoing:
     progress = Progress(doc_id=page.doc_id, page_no=page.page_no, pages_total=page.page_count,
-                        stage="done", pages_done=pages_done)  # fmt: skip
+                        stage="done", pages_done=pages_done, tenant=page.tenant)  # fmt: skip
     return _record(topology, progress, origin)
 
 
 def document_ended(topology: Topology, result: DocumentResult, origin: Origin) -> Outgoing:
     done = sum(1 for p in result.pages if p.error is None)
     progress = Progress(doc_id=result.doc_id, pages_total=result.page_count, stage="ended",
-                        pages_done=done, status=result.status)  # fmt: skip
+                        pages_done=done, status=result.status,
+                        tenant=result.tenant)  # fmt: skip
     return _record(topology, progress, origin)

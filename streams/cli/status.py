@@ -34,7 +34,8 @@ def status(
              "older than docs.progress keeps)", 1)  # fmt: skip
     now = datetime.now(UTC)
     waiting = found.waiting(now)
-    ended = found.document
+    # The document's own record says "submitted" (the HTTP gateway) until it has ended.
+    ended = found.document if found.document and found.document.stage == "ended" else None
     if as_json:
         out.print_json(json.dumps({
             "doc_id": doc_id,

@@ -15,6 +15,7 @@ from streams.cli.render import print_lag, print_result
 from streams.client.results import resolved
 from streams.local import broker as broker_mod
 from streams.security.credentials import CredentialsError
+from streams.settings import Settings
 
 if TYPE_CHECKING:
     from streams.local.up import Child
@@ -80,12 +81,30 @@ def up(
                 out.print("interrupted: stopping")
             else:
                 print_lag(out, lp.settled_lag(s))
+                _print_gateway(s)
                 if not exit_when_done:
                     _serve(children, stopping)
                 out.print("stopping")
     except (lp.PipelineError, broker_mod.BrokerError, CredentialsError) as exc:
         fail(str(exc))
     out.print("stopped cleanly")
+
+
+def _print_gateway(s: Settings) -> None:
+    from streams.local import up as lp
+
+    url = lp.api_ready(s)
+    if url is None:
+        out.print(f"the HTTP gateway is not ready: see {lp.api_folder(s).parent / 'up-logs'}")
+        return
+    key = lp.local_api_key(s)
+    out.print(f"HTTP gateway: {url} (API docs {url}/docs)", soft_wrap=True)
+    out.print(f"API key of the local tenant 'local': {key}", soft_wrap=True)
+    out.print(
+        f'  curl -H "Authorization: Bearer {key}" -F file=@doc.pdf -F operation=ocr '
+        f"{url}/v1/documents",
+        soft_wrap=True,
+    )
 
 
 class _StopRequest:

@@ -24,7 +24,7 @@ from streams.topics import PROGRESS, Topology
 @dataclass(frozen=True)
 class DocumentProgress:
     doc_id: str
-    document: Progress | None  # set once the document ended
+    document: Progress | None  # its own record: submitted (over HTTP), then ended
     pages: dict[int, Progress]  # the latest per page
 
     @property

@@ -97,6 +97,7 @@ class Submitter:
         media_type: str | None = None,
         callback: str | None = None,
         attributes: dict[str, str | int | float | bool | None] | None = None,
+        tenant: str | None = None,
     ) -> Submission:
         options = options or Options()
         doc_id = doc_id or stable_doc_id(data, operation, options)
@@ -121,6 +122,7 @@ class Submitter:
                 },
                 "callback": callback,
                 "attributes": attributes or {},
+                "tenant": tenant,
             },
         )
         out = first_record(self._topic, doc_id, record)

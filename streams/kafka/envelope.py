@@ -186,13 +186,15 @@ def standard_headers(record_type: type[Record], *, event_id: str, traceparent: s
     ]
 
 
-def first_record(topic: str, key: str, record: Record) -> Outgoing:
-    """A record that starts a trace (a submission): fresh event id and trace."""
+def first_record(topic: str, key: str, record: Record, *, parent: str | None = None) -> Outgoing:
+    """A record that starts a trace (a submission): fresh event id and trace, or a child
+    span of `parent`, the W3C traceparent of the request that submitted it (HTTP)."""
+    traceparent = child_traceparent(parent) if parent else new_traceparent()
     return Outgoing(
         topic,
         key.encode(),
         encode(record),
-        standard_headers(type(record), event_id=str(uuid.uuid4()), traceparent=new_traceparent()),
+        standard_headers(type(record), event_id=str(uuid.uuid4()), traceparent=traceparent),
     )
 
 

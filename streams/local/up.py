@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from tenacity import (
     retry,
@@ -177,24 +178,75 @@ def running_pipeline(settings: Settings, log_dir: Path) -> Iterator[list[Child]]
     broker.start(settings.broker)
     children: list[Child] = []
     secure = settings.broker.secure
+    # The gateway's view and keys live beside the logs: one pipeline's, never shared with
+    # another `up` on another broker.
+    api_env = {
+        "PAGESTREAM_API__VIEW_FILE": str(api_folder(settings) / "view.sqlite"),
+        "PAGESTREAM_API__KEYS_FILE": str(api_folder(settings) / "keys.json"),
+    }
     try:
         _provision(settings)
-        for name, role in (("gpu-node", acls.GPU_NODE), ("agents", acls.AGENTS)):
+        for name, role, extra in (
+            ("gpu-node", acls.GPU_NODE, {}),
+            ("agents", acls.AGENTS, {}),
+            ("api", acls.API, api_env),
+        ):
             if not secure:
-                children.append(spawn(name, [name], log_dir))
+                children.append(spawn(name, [name], log_dir, extra or None))
                 continue
             # The child reads its role's file itself: the password is in no process's
             # environment or command line. Our own Kafka variables (an operator's, say)
             # would win over the file, so they are not passed on.
             creds = credentials.role_file(settings.broker, role)
             ours = credentials.role_env(settings.broker, role)
-            env = {"PAGESTREAM_ENV_FILE": str(creds)}
+            env = {"PAGESTREAM_ENV_FILE": str(creds), **extra}
             children.append(spawn(name, [name], log_dir, env, without=ours))
         yield children
     finally:
         stop_children(children)
         if started_broker:
             broker.stop(settings.broker)
+
+
+def api_folder(settings: Settings) -> Path:
+    return settings.broker.data_dir.parent / "up-api"
+
+
+def local_api_key(settings: Settings) -> str:
+    """The key of the local tenant `local` on `up`'s gateway: made once (by the gateway's
+    own `pagestream api-keys create`), then kept in a file only its owner reads."""
+    folder = api_folder(settings)
+    saved = folder / "local.key"
+    if saved.exists():
+        return saved.read_text().strip()
+    env = {"PAGESTREAM_API__KEYS_FILE": str(folder / "keys.json")}
+    made = subprocess.run(  # noqa: S603 - our own interpreter and module
+        _command("api-keys", "create", "--tenant", "local"),
+        env=child_environment(env),
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    key = made.stdout.decode().strip()
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(saved, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(key + "\n")
+    return key
+
+
+def api_ready(settings: Settings, timeout_s: float = 60.0) -> str | None:
+    """The gateway's URL once it answers ready, or None if it did not in `timeout_s`."""
+    url = f"http://127.0.0.1:{settings.api.port}"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                return url
+        except httpx.TransportError:
+            pass
+        time.sleep(0.5)
+    return None
 
 
 def _provision(settings: Settings) -> None:

@@ -54,8 +54,9 @@ GPU_NODE = "gpu-node"
 MONITOR = "monitor"
 DLQ_REPLAY = "dlq-replay"
 READER = "reader"
+API = "api"
 # Every role with a principal, admin first (the broker's own super user).
-ROLES = (ADMIN, PRODUCER, AGENTS, GPU_NODE, MONITOR, DLQ_REPLAY, READER)
+ROLES = (ADMIN, PRODUCER, AGENTS, GPU_NODE, MONITOR, DLQ_REPLAY, READER, API)
 
 # The GPU node's transactional ids begin with this (NodeSettings.transactional_id),
 # behind the topic prefix: one id per node instance, all owned by the gpu-node principal.
@@ -167,6 +168,16 @@ def declared(names: Names) -> tuple[Role, ...]:
             READER,
             "consumers of results: `pagestream results`, `pagestream status`",
             tuple(_topics(names, RESULTS, PROGRESS, ops=_R)),
+        ),
+        Role(
+            API,
+            "the HTTP gateway (`pagestream api`): submits to docs.raw, marks a submission "
+            "on docs.progress, reads docs.progress and docs.results (no group: it assigns)",
+            (
+                *_topics(names, RAW, ops=_W),
+                *_topics(names, PROGRESS, ops=_RW),
+                *_topics(names, RESULTS, ops=_R),
+            ),
         ),
     )
 

@@ -15,6 +15,7 @@ for confluent-kafka and for faust alike.
     kafka.py       KafkaSettings, BrokerSettings, TopicSettings: the cluster
     blobs.py       BlobSettings: the blob store
     agents.py      AgentSettings: the faust CPU agents
+    api.py         ApiSettings: the HTTP gateway (`pagestream api`)
     operations.py  DlqSettings, ExporterSettings, TracingSettings
     node.py        the GPU node: models, VLM engines, document OCR, the loop
     paths.py       default folders (cache, repository, shipped weights)
@@ -25,6 +26,7 @@ Import from here (``from streams.settings import Settings``), not from the modul
 from __future__ import annotations
 
 from streams.settings.agents import AgentSettings
+from streams.settings.api import ApiSettings
 from streams.settings.blobs import BlobSettings
 from streams.settings.kafka import (
     BrokerSettings,
@@ -49,6 +51,7 @@ from streams.settings.root import Settings, child_environment
 __all__ = [
     "WEIGHTS_DIR",
     "AgentSettings",
+    "ApiSettings",
     "BlobSettings",
     "BrokerSettings",
     "DlqSettings",

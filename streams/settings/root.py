@@ -16,6 +16,7 @@ from pydantic_settings import (
 )
 
 from streams.settings.agents import AgentSettings
+from streams.settings.api import ApiSettings
 from streams.settings.blobs import BlobSettings
 from streams.settings.kafka import BrokerSettings, KafkaSettings, TopicSettings
 from streams.settings.node import ExtractionSettings, ModelSettings, NodeSettings
@@ -64,6 +65,7 @@ class Settings(BaseSettings):
     models: ModelSettings = Field(default_factory=ModelSettings)
     extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
     node: NodeSettings = Field(default_factory=NodeSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
 
     @property
     def topology(self) -> Topology:

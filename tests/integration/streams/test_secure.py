@@ -299,6 +299,7 @@ def test_up_secure_runs_every_operation_with_no_secret_in_any_log(
         PAGESTREAM_BROKER__PORT=str(b.port),
         PAGESTREAM_BROKER__CONTROLLER_PORT=str(b.controller_port),
         PAGESTREAM_AGENTS__WEB_PORT=str(_free_port()),
+        PAGESTREAM_API__PORT=str(_free_port()),
         PAGESTREAM_AGENTS__DATA_DIR=str(tmp_path / "agents"),
         PAGESTREAM_NODE__HTTP_PORT=str(_free_port()),
         PAGESTREAM_NODE__MAX_WAIT_MS="50",
@@ -347,9 +348,10 @@ def test_up_secure_runs_every_operation_with_no_secret_in_any_log(
     log_dir = b.data_dir.parent / "up-logs"
     logs |= {p.name: p.read_text(errors="replace") for p in sorted(log_dir.glob("*.log"))}
     logs["broker.log"] = (b.data_dir / "broker.log").read_text(errors="replace")
-    assert {"gpu-node.log", "agents.log"} <= set(logs)
+    assert {"gpu-node.log", "agents.log", "api.log"} <= set(logs)
+    assert re.search(r"^HTTP gateway: http://", printed, flags=re.MULTILINE), printed[-3000:]
     # The children did authenticate as their roles: their logs show work, not refusals.
-    for name in ("gpu-node.log", "agents.log"):
+    for name in ("gpu-node.log", "agents.log", "api.log"):
         assert "AUTHORIZATION_FAILED" not in logs[name], logs[name][-3000:]
     dead = _dead_letter_bytes(secure)
     for role, password in passwords.items():

@@ -14,10 +14,12 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from streams.settings import Settings
 from streams.topics import Topology
+from synth.pdf import report_pages, text_pdf
 from tests.support.up import EXPECTED, sample_statuses
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -45,6 +47,7 @@ def test_up_runs_every_operation_prints_results_and_lag_then_stops_on_ctrl_c(
         PAGESTREAM_AGENTS__WEB_PORT=str(_free_port()),
         PAGESTREAM_NODE__HTTP_PORT=str(_free_port()),
         PAGESTREAM_NODE__MAX_WAIT_MS="50",
+        PAGESTREAM_API__PORT=str(_free_port()),
         COLUMNS="200",
     )
     out_path = tmp_path / "up.out"
@@ -63,7 +66,8 @@ def test_up_runs_every_operation_prints_results_and_lag_then_stops_on_ctrl_c(
             time.sleep(0.5)
         printed = out_path.read_text()
         pids = [int(p) for p in re.findall(r"\(pid (\d+)\)", printed)]
-        assert len(pids) == 2 and all(_alive(p) for p in pids)
+        assert len(pids) == 3 and all(_alive(p) for p in pids)
+        _upload_over_http(printed)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(90) == 0, out_path.read_text()[-5000:]
     finally:
@@ -101,6 +105,27 @@ def test_up_runs_every_operation_prints_results_and_lag_then_stops_on_ctrl_c(
     for group in (cli_env.topology.agents_app, cli_env.gpu_group):
         pattern = rf"group {re.escape(group)} \(\w+\), total lag 0 records"
         assert re.search(pattern, printed), printed[-3000:]
+
+
+def _upload_over_http(printed: str) -> None:
+    """The gateway `up` printed takes a document with the key it printed, as its curl
+    line shows, and answers its result."""
+    url = re.search(r"^HTTP gateway: (http://\S+) ", printed, flags=re.MULTILINE)
+    key = re.search(
+        r"^API key of the local tenant 'local': (psk_\S+)$", printed, flags=re.MULTILINE
+    )
+    assert url and key, printed[-3000:]
+    auth = {"Authorization": f"Bearer {key.group(1)}"}
+    with httpx.Client(base_url=url.group(1), headers=auth, timeout=120) as client:
+        sent = client.post(
+            "/v1/documents",
+            data={"operation": "ocr"},
+            files={"file": ("report.pdf", text_pdf(report_pages(11, 1)))},
+        )
+        assert sent.status_code == 202, sent.text
+        status = client.get(sent.headers["Location"], params={"wait": 100}).json()
+    assert status["result"]["status"] == "completed", status
+    assert status["result"]["tenant"] == "local"
 
 
 def _printed_results(printed: str) -> dict[str, str]:

@@ -1,5 +1,6 @@
-"""Every metric the Grafana dashboard and the alert rules query is one the processes export,
-under that exact name: a renamed metric breaks this test, not a dashboard in production."""
+"""Every metric the Grafana dashboard, the alert rules and the KEDA scalers query is one the
+processes export, under that exact name: a renamed metric breaks this test, not a dashboard
+or an autoscaler in production."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import re
 import yaml
 from prometheus_client import CollectorRegistry
 
+from gateway.metrics import ApiMetrics
 from gpu_node.node.metrics import NodeMetrics
 from streams.agents.metrics import AgentMetrics
 from streams.operations.exporter.metrics import SnapshotCollector
@@ -16,6 +18,7 @@ from streams.operations.exporter.sampler import Snapshot
 from tests.support.prometheus import REPO, RULES
 
 DASHBOARD = REPO / "ops" / "grafana" / "dashboards" / "pagestream.json"
+KEDA = REPO / "ops" / "k8s" / "keda.yaml"
 # Series Prometheus itself makes: `up` per target, ALERTS per alert.
 PROMETHEUS_OWN = {"up", "ALERTS"}
 _SUFFIXES = {
@@ -26,14 +29,15 @@ _SUFFIXES = {
 
 
 def _exported() -> set[str]:
-    node, agents, exporter = CollectorRegistry(), CollectorRegistry(), CollectorRegistry()
+    node, agents, exporter, api = (CollectorRegistry() for _ in range(4))
     NodeMetrics(node)
+    ApiMetrics.create(api)
     AgentMetrics(agents, "docs.dlq")
     collector = SnapshotCollector()
     collector.snapshot = Snapshot(taken_at=0, duration_s=0)
     exporter.register(collector)
     names = set()
-    for registry in (node, agents, exporter):  # one per process, as in production
+    for registry in (node, agents, exporter, api):  # one per process, as in production
         for family in registry.collect():
             names.update(family.name + s for s in _SUFFIXES[family.type])
     return names
@@ -54,6 +58,16 @@ def _dashboard_exprs() -> list[str]:
 def _rule_exprs() -> list[str]:
     rules = yaml.safe_load(RULES.read_text())
     return [r["expr"] for g in rules["groups"] for r in g["rules"]]
+
+
+def _scaler_exprs() -> list[str]:
+    return [
+        t["metadata"]["query"]
+        for d in yaml.safe_load_all(KEDA.read_text())
+        if d and d["kind"] == "ScaledObject"
+        for t in d["spec"]["triggers"]
+        if t["type"] == "prometheus"
+    ]
 
 
 def test_every_dashboard_metric_is_exported() -> None:
@@ -78,6 +92,12 @@ def test_every_alert_rule_metric_is_exported() -> None:
     exported = _exported() | PROMETHEUS_OWN
     used = set().union(*(_metric_names(e) for e in _rule_exprs()))
     assert used - exported == set()
+
+
+def test_every_scaler_metric_is_exported() -> None:
+    used = set().union(*(_metric_names(e) for e in _scaler_exprs()))
+    assert "pagestream_api_request_duration_seconds_count" in used
+    assert used - _exported() == set()
 
 
 def test_the_name_check_catches_a_renamed_metric() -> None:

@@ -9,7 +9,7 @@ from streams.cli.acls import markdown_table
 from streams.security import acls
 from streams.security.acls_apply import bindings
 from streams.settings import DlqSettings, NodeSettings
-from streams.topics import DLQ, FACTS_BY_STAGE, RAW, RESULTS, WORK_BY_STAGE, Topology
+from streams.topics import DLQ, FACTS_BY_STAGE, PROGRESS, RAW, RESULTS, WORK_BY_STAGE, Topology
 from tests.support.prometheus import REPO
 
 PREFIX = "p1."
@@ -58,6 +58,16 @@ def test_the_gpu_node_reads_only_work_topics_in_its_group() -> None:
     assert read == {f"{PREFIX}{t.base}" for t in WORK_BY_STAGE.values()}
     assert _rights(gpu, "group") == {f"{PREFIX}gpu": {"READ", "DESCRIBE"}}
     assert f"{PREFIX}{DLQ.base}" in _rights(gpu)
+
+
+def test_the_gateway_submits_and_reads_progress_and_results_and_joins_no_group() -> None:
+    api = _roles()[acls.API]
+    assert _rights(api) == {
+        f"{PREFIX}{RAW.base}": {"WRITE", "DESCRIBE"},
+        f"{PREFIX}{PROGRESS.base}": {"READ", "WRITE", "DESCRIBE"},
+        f"{PREFIX}{RESULTS.base}": {"READ", "DESCRIBE"},
+    }
+    assert {g.kind for g in api.grants} == {"topic"}
 
 
 def test_the_monitor_only_describes() -> None:

@@ -58,3 +58,11 @@ def test_a_huge_page_count_lists_a_bounded_number_of_missing_pages() -> None:
             f"pages {MAX_MISSING_LISTED + 2} to {page_count}: {rest} more missing: {reason}"
         )
         assert len(encode(result)) < KafkaSettings().max_record_bytes // 2
+
+
+def test_the_result_carries_its_pages_tenant() -> None:
+    pages = [_page(n, DocumentType.letter).model_copy(update={"tenant": "acme"}) for n in (2, 1)]
+    assert document_result(pages, min_confidence=0.6).tenant == "acme"
+    # Pages missing (a deadline): the result still says whose document it was.
+    assert document_result(pages[:1], min_confidence=0.6, missing_reason="late").tenant == "acme"
+    assert document_result([_page(1, DocumentType.letter)], min_confidence=0.6).tenant is None

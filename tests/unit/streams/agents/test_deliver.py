@@ -17,6 +17,7 @@ from schemas import (
     Operation,
     Options,
     PageState,
+    Progress,
     Stage,
     WebhookDelivery,
     decode,
@@ -28,7 +29,7 @@ from schemas.pages import BlobRef
 from streams.agents.deliver import Deliver, Delivery
 from streams.kafka.envelope import Origin, Outgoing, tick
 from streams.kafka.partitioning import partition_for
-from streams.topics import PAGES_DONE, RESULTS, WEBHOOKS, Topology
+from streams.topics import PAGES_DONE, PROGRESS, RESULTS, WEBHOOKS, Topology
 
 TOPO = Topology("t.")
 TTL_S = 60.0
@@ -520,3 +521,50 @@ def test_a_result_without_a_callback_has_no_webhook_record() -> None:
     deliver, table = _deliver(Clock()), dict[str, Any]()
     outcome = deliver.handle(_origin(_page("plain", 1, 1)), table)
     assert [e.topic for e in outcome.emits] == [TOPO.name(RESULTS)]
+
+
+# ---- the tenant ---------------------------------------------------------------------
+
+
+def _tenant(page: PageState, tenant: str = "acme") -> PageState:
+    return page.model_copy(update={"tenant": tenant})
+
+
+def test_a_document_s_result_and_progress_carry_its_pages_tenant() -> None:
+    deliver = Deliver(TOPO, min_confidence=0.6, delivered_ttl_s=TTL_S, deadline_s=DEADLINE_S,
+                      clock=Clock(), progress=True)  # fmt: skip
+    table = dict[str, Any]()
+    first = deliver.handle(_origin(_tenant(_page("t", 2, 2))), table).emits
+    outcome = deliver.handle(_origin(_tenant(_page("t", 1, 2))), table)
+    (result,) = [decode(DocumentResult, e.value) for e in _result_emits(outcome)]
+    assert result.tenant == "acme"
+    progress = [decode(Progress, e.value) for e in [*first, *outcome.emits]
+                if e.topic == TOPO.name(PROGRESS)]  # fmt: skip
+    assert sorted((p.stage, p.page_no, p.tenant) for p in progress) == [
+        ("done", 1, "acme"), ("done", 2, "acme"), ("ended", None, "acme")]  # fmt: skip
+
+
+def test_a_document_ended_by_its_deadline_keeps_its_tenant() -> None:
+    clock = Clock()
+    deliver, table = _deliver(clock), dict[str, Any]()
+    partition = partition_for(b"late-t", PAGES_DONE.partitions)
+    assert _run(deliver, _origin(_tenant(_page("late-t", 1, 3)), partition), table) == []
+    clock.now += DEADLINE_S + 1
+    (emit,) = _result_emits(deliver.handle(_tick(partition), table))
+    ended = decode(DocumentResult, emit.value)
+    assert (ended.status, ended.tenant) == ("partial", "acme")
+
+
+def test_a_document_that_ends_failed_without_its_pages_keeps_its_tenant(tmp_path) -> None:
+    # _bare_failure drops the pages and the attributes to fit; the tenant is small and
+    # stays, so the client still learns whose document it was.
+    from streams.blobs import BlobStore
+
+    deliver = Deliver(TOPO, min_confidence=0.6, delivered_ttl_s=TTL_S,
+                      blobs=BlobStore(str(tmp_path / "blobs")), max_record_bytes=8_000,
+                      clock=Clock())  # fmt: skip
+    attributes = {"note": "x" * 1_000, **{f"k{n}": "y" * 1_000 for n in range(8)}}
+    page = _tenant(_page("big-attrs", 1, 1)).model_copy(update={"attributes": attributes})
+    (emit,) = _run(deliver, _origin(page), dict[str, Any]())
+    ended = decode(DocumentResult, emit.value)
+    assert (ended.status, ended.attributes, ended.tenant) == ("failed", {}, "acme")

@@ -289,3 +289,35 @@ def test_a_page_too_large_to_keep_beside_its_marker_is_kept_slimmed_or_dropped()
     assert _run(deliver, _origin(huge, 0), table) != []
     assert table["huge"]["dropped"] == [1] and table["huge"]["seen"] == []
     assert "huge/1" not in table
+
+
+# ---- the tenant rides in each page's entry ----------------------------------------------
+
+
+def test_a_pages_tenant_is_kept_in_the_table_and_reaches_every_end() -> None:
+    from schemas.pages import OcrResult
+
+    limit = 20_000
+    table = JsonTable(dict[bytes, bytes](), max_record_bytes=limit)
+    deliver = Deliver(TOPO, min_confidence=0.6, delivered_ttl_s=TTL_S, clock=Clock())
+
+    def tenant(page: PageState) -> PageState:
+        return page.model_copy(update={"tenant": "acme"})
+
+    assert _run(deliver, _origin(tenant(_page("t", 1, 3)), 0), table) == []
+    assert _run(deliver, _origin(tenant(_page("t", 2, 3, error="classify failed")), 0),
+                table) == []  # fmt: skip
+    assert table["t/1"]["tenant"] == "acme" and table["t/2"]["tenant"] == "acme"
+    # Page 3 too large to keep whole beside the marker: kept slimmed, tenant and all.
+    dense = tenant(_page("t", 3, 3)).model_copy(
+        update={"ocr": OcrResult(text="x" * limit, confidence=0.9)}
+    )
+    (ended,) = _run(deliver, _origin(dense, 0), table)
+    assert decode(DocumentResult, ended.value or b"").tenant == "acme"
+    assert [table[f"t/{n}"]["tenant"] for n in (1, 2, 3)] == ["acme"] * 3
+    assert table["t/3"]["error"] == _SLIMMED
+    # Page 2's dead letter replayed with a result: the document ends again, from the
+    # pages kept in the table, with its tenant.
+    (again,) = _run(deliver, _origin(tenant(_page("t", 2, 3)), 0), table)
+    result = decode(DocumentResult, again.value or b"")
+    assert (result.status, result.tenant) == ("partial", "acme")

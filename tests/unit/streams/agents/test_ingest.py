@@ -242,3 +242,49 @@ def test_a_document_over_its_budget_is_dead_lettered_naming_it(
     result = decode(DocumentResult, failed.value)
     assert result.status == "failed" and "DocumentTooLargeError" in result.errors[0]
     assert not list((tmp_path / "blobs").rglob("*.png"))  # nothing was rendered or stored
+
+
+# ---- the tenant travels with the document ----------------------------------------------
+
+
+def test_every_page_of_a_submission_carries_its_tenant(tmp_path: Path, renderer: Renderer) -> None:
+    from schemas import Progress
+    from streams.topics import PROGRESS
+
+    ingest = Ingest(TOPO, BlobStore(str(tmp_path / "blobs")), dead_letters=DEAD_LETTERS,
+                    renderer=renderer, max_pixels=10_000_000,
+                    budget=Budget(max_pixels=10**9, max_bytes=10**9), progress=True)  # fmt: skip
+    # Rendered pages and pages answered from the text layer are made in different places.
+    data, _ = _mixed_pdf()
+    sub = _submitted(data, doc_id="t", operation="ocr", options={"auto_rotate": False},
+                     tenant="acme")  # fmt: skip
+    out = ingest.handle(_origin(sub))
+    pages = [decode(PageState, o.value) for o in out if o.header(h.SCHEMA) == "PageState/1"]
+    assert [(p.page_no, p.tenant) for p in pages] == [(1, "acme"), (2, "acme"), (3, "acme")]
+    assert pages[0].ocr is not None and pages[1].ocr is None  # both kinds of page
+    moved = [decode(Progress, o.value) for o in out if o.topic == TOPO.name(PROGRESS)]
+    assert [(p.page_no, p.tenant) for p in moved] == [(1, "acme"), (2, "acme"), (3, "acme")]
+
+
+def test_a_submission_without_a_tenant_makes_pages_without_one(ingest: Ingest) -> None:
+    (out,) = ingest.handle(_origin(_submitted(_png(), doc_id="nt", operation="classify")))
+    assert decode(PageState, out.value).tenant is None
+
+
+def test_a_document_that_ends_at_ingest_ends_with_its_tenant(
+    tmp_path: Path, renderer: Renderer
+) -> None:
+    from schemas import Progress
+
+    ingest = Ingest(TOPO, BlobStore(str(tmp_path / "blobs")), dead_letters=DEAD_LETTERS,
+                    renderer=renderer, max_pixels=10_000_000,
+                    budget=Budget(max_pixels=10**9, max_bytes=10**9), progress=True)  # fmt: skip
+    url = "https://example.com/hook"
+    origin = _origin(_submitted(b"not an image at all", doc_id="tf", callback=url,
+                                tenant="team-7"))  # fmt: skip
+    dead, failed, hook, ended = ingest.handle(origin)
+    assert dead.topic == TOPO.name(DLQ) and dead.value == origin.value  # the tenant inside
+    assert decode(DocumentResult, failed.value).tenant == "team-7"
+    assert decode(WebhookDelivery, hook.value).result.tenant == "team-7"
+    assert (decode(Progress, ended.value).stage, decode(Progress, ended.value).tenant) == (
+        "ended", "team-7")  # fmt: skip

@@ -1,0 +1,387 @@
+"""The replica's view of the pipeline: docs.progress and docs.results, materialized into
+one SQLite file.
+
+The topics stay the source of truth: the view stores the offset it has applied for each
+partition in the same transaction as the rows, so a restart resumes where it stopped and
+a lost file is rebuilt from the start of the (compacted) topics. No consumer group: the
+view assigns every partition and commits nothing, so replicas never share or steal work.
+`ready` turns true once every partition has been read up to where it ended at start-up.
+
+Besides the topics, the replica keeps the Idempotency-Keys it accepted (so a retried
+POST to it names the document it already submitted, and a key reused for another body
+is refused).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
+
+from schemas import DocumentResult, Progress, RecordError, decode
+from streams.kafka import clients as kafka
+from streams.settings import Settings
+from streams.topics import PROGRESS, RESULTS
+
+log = logging.getLogger(__name__)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS documents (
+    doc_id TEXT PRIMARY KEY,
+    tenant TEXT,
+    pages_total INTEGER NOT NULL DEFAULT 0,
+    pages_done INTEGER,
+    status TEXT,
+    result TEXT,
+    submitted_at REAL,
+    updated_at REAL NOT NULL,
+    ended_at REAL
+);
+CREATE INDEX IF NOT EXISTS documents_tenant ON documents (tenant, ended_at);
+CREATE INDEX IF NOT EXISTS documents_ended ON documents (ended_at);
+CREATE TABLE IF NOT EXISTS pages (
+    doc_id TEXT NOT NULL,
+    page_no INTEGER NOT NULL,
+    stage TEXT NOT NULL,
+    at REAL NOT NULL,
+    PRIMARY KEY (doc_id, page_no)
+);
+CREATE TABLE IF NOT EXISTS offsets (
+    topic TEXT NOT NULL,
+    partition INTEGER NOT NULL,
+    next_offset INTEGER NOT NULL,
+    PRIMARY KEY (topic, partition)
+);
+CREATE TABLE IF NOT EXISTS idempotency (
+    tenant TEXT NOT NULL,
+    key TEXT NOT NULL,
+    doc_id TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (tenant, key)
+);
+"""
+
+
+@dataclass(frozen=True)
+class Waiting:
+    stage: str
+    pages: int
+    since: float  # epoch seconds: the oldest page's arrival in that stage
+
+
+@dataclass(frozen=True)
+class DocumentRow:
+    doc_id: str
+    tenant: str | None
+    pages_total: int
+    pages_done: int | None
+    status: str | None  # completed | partial | failed once ended
+    result: str | None  # the DocumentResult's JSON as docs.results carried it
+    submitted_at: float | None
+    updated_at: float
+    ended_at: float | None
+
+    @property
+    def ended(self) -> bool:
+        return self.result is not None
+
+
+class View:
+    """The SQLite file and the thread that keeps it current."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        path: Path,
+        *,
+        on_change: Callable[[Iterable[str]], None] | None = None,
+    ) -> None:
+        self._settings = settings
+        self._topics = {
+            settings.topology.name(PROGRESS): self._apply_progress,
+            settings.topology.name(RESULTS): self._apply_result,
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+        self._lock = threading.Lock()
+        self._on_change = on_change
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.error: str | None = None  # why the view is not catching up, when it is not
+
+    # --- reads (request handlers) ---
+
+    @property
+    def ready(self) -> bool:
+        return self._ready.is_set()
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        return self._ready.wait(timeout_s)
+
+    def document(self, doc_id: str) -> DocumentRow | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT doc_id, tenant, pages_total, pages_done, status, result, submitted_at,"
+                " updated_at, ended_at FROM documents WHERE doc_id = ?",
+                (doc_id,),
+            ).fetchone()
+        return DocumentRow(*row) if row else None
+
+    def waiting(self, doc_id: str) -> list[Waiting]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT stage, COUNT(*), MIN(at) FROM pages WHERE doc_id = ? GROUP BY stage"
+                " ORDER BY MIN(at)",
+                (doc_id,),
+            ).fetchall()
+        return [Waiting(*r) for r in rows]
+
+    def in_flight(self, tenant: str) -> int:
+        """Documents of `tenant` submitted and not yet ended, as this view sees them."""
+        with self._lock:
+            (count,) = self._db.execute(
+                "SELECT COUNT(*) FROM documents WHERE tenant = ? AND result IS NULL", (tenant,)
+            ).fetchone()
+        return int(count)
+
+    def recent(self, tenant: str | None, limit: int = 50) -> list[DocumentRow]:
+        """The latest documents of `tenant` (every tenant's for None), newest first."""
+        query = (
+            "SELECT doc_id, tenant, pages_total, pages_done, status, result, submitted_at,"
+            " updated_at, ended_at FROM documents"
+        )
+        args: tuple[object, ...] = (limit,)
+        if tenant is not None:
+            query += " WHERE tenant = ?"
+            args = (tenant, limit)
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY updated_at DESC LIMIT ?", args)
+            return [DocumentRow(*r) for r in rows.fetchall()]
+
+    # --- the replica's own submissions ---
+
+    def remember_key(self, tenant: str, key: str, doc_id: str, sha256: str) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT OR IGNORE INTO idempotency VALUES (?, ?, ?, ?, ?)",
+                (tenant, key, doc_id, sha256, time.time()),
+            )
+
+    def key_body(self, tenant: str, key: str) -> str | None:
+        """The SHA-256 of the body first sent with `key`, if this replica saw it."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT sha256 FROM idempotency WHERE tenant = ? AND key = ?", (tenant, key)
+            ).fetchone()
+        return str(row[0]) if row else None
+
+    def note_submitted(self, doc_id: str, tenant: str, submitted_at: float) -> None:
+        """The document is on docs.raw: known here before its first progress record."""
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO documents (doc_id, tenant, submitted_at, updated_at)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT (doc_id) DO NOTHING",
+                (doc_id, tenant, submitted_at, submitted_at),
+            )
+
+    # --- the thread ---
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="pagestream-view", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+        self._db.close()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            consumer = kafka.consumer(
+                self._settings.kafka,
+                f"pagestream-api-view-{uuid.uuid4().hex[:8]}",  # never joined: assign only
+                **{"enable.auto.offset.store": False, "enable.partition.eof": True},
+            )
+            try:
+                self._follow(consumer)
+            except KafkaException as exc:
+                self.error = f"view: {exc.args[0].str() if exc.args else exc}"
+                log.warning("%s; retrying", self.error)
+                self._stop.wait(2.0)
+            finally:
+                consumer.close()
+
+    def _follow(self, consumer: Consumer) -> None:
+        assignment = self._assignment(consumer)
+        consumer.assign(assignment)
+        # Caught up once every partition has reported its end (librdkafka's EOF event
+        # counts transaction markers and compacted gaps, which no message shows).
+        behind = {(tp.topic, tp.partition) for tp in assignment}
+        next_expiry = 0.0
+        while not self._stop.is_set():
+            msgs = consumer.consume(500, 0.5)
+            for msg in msgs:
+                err = msg.error()
+                if err is not None and err.code() == KafkaError._PARTITION_EOF:
+                    behind.discard((str(msg.topic()), int(msg.partition() or 0)))
+            changed = self._apply(msgs) if msgs else set()
+            if changed and self._on_change is not None:
+                self._on_change(changed)
+            if not behind and not self._ready.is_set():
+                self.error = None
+                self._ready.set()
+                log.info("view: caught up with %d partitions", len(assignment))
+            if time.monotonic() >= next_expiry:
+                self._expire()
+                next_expiry = time.monotonic() + 60
+
+    def _assignment(self, consumer: Consumer) -> list[TopicPartition]:
+        with self._lock:
+            stored = {
+                (t, p): o
+                for t, p, o in self._db.execute("SELECT topic, partition, next_offset FROM offsets")
+            }
+        assignment: list[TopicPartition] = []
+        for topic in self._topics:
+            meta = consumer.list_topics(topic, timeout=10).topics[topic]
+            if meta.error is not None:
+                raise KafkaException(meta.error)
+            for p in sorted(meta.partitions):
+                low, _ = consumer.get_watermark_offsets(TopicPartition(topic, p), 10)
+                start = stored.get((topic, p), OFFSET_BEGINNING)
+                if start != OFFSET_BEGINNING and start < low:
+                    start = OFFSET_BEGINNING  # compacted or deleted under the stored offset
+                assignment.append(TopicPartition(topic, p, start))
+        return assignment
+
+    def _apply(self, msgs: list[Message]) -> set[str]:
+        changed: set[str] = set()
+        offsets: dict[tuple[str, int], int] = {}
+        now = time.time()
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                for msg in msgs:
+                    if msg.error() is not None:
+                        continue
+                    topic, partition = str(msg.topic()), int(msg.partition() or 0)
+                    offsets[(topic, partition)] = int(msg.offset() or 0) + 1
+                    value = msg.value()
+                    if value is None:
+                        continue  # a tombstone: the topic forgets, the view keeps its row
+                    doc_id = self._topics[topic](value, now)
+                    if doc_id is not None:
+                        changed.add(doc_id)
+                self._db.executemany(
+                    "INSERT INTO offsets VALUES (?, ?, ?) ON CONFLICT (topic, partition)"
+                    " DO UPDATE SET next_offset = excluded.next_offset",
+                    [(t, p, o) for (t, p), o in offsets.items()],
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return changed
+
+    def _apply_progress(self, value: bytes, now: float) -> str | None:
+        try:
+            progress = decode(Progress, value)
+        except RecordError:
+            return None  # not ours to judge: the writers are pagestream's agents
+        at = progress.at.timestamp()
+        self._db.execute(
+            "INSERT INTO documents (doc_id, tenant, pages_total, updated_at) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (doc_id) DO UPDATE SET tenant = COALESCE(tenant, excluded.tenant),"
+            " pages_total = MAX(pages_total, excluded.pages_total), updated_at = ?",
+            (progress.doc_id, progress.tenant, progress.pages_total, now, now),
+        )
+        if progress.page_no is None:
+            if progress.stage == "submitted":
+                self._db.execute(
+                    "UPDATE documents SET submitted_at = COALESCE(submitted_at, ?)"
+                    " WHERE doc_id = ?",
+                    (at, progress.doc_id),
+                )
+            elif progress.pages_done is not None:
+                self._db.execute(
+                    "UPDATE documents SET pages_done = ? WHERE doc_id = ?",
+                    (progress.pages_done, progress.doc_id),
+                )
+            return progress.doc_id
+        # A redelivered route record may say a done page moved again: done stays done.
+        self._db.execute(
+            "INSERT INTO pages VALUES (?, ?, ?, ?) ON CONFLICT (doc_id, page_no) DO UPDATE"
+            " SET stage = excluded.stage, at = excluded.at WHERE pages.stage != 'done'",
+            (progress.doc_id, progress.page_no, progress.stage, at),
+        )
+        if progress.pages_done is not None:
+            self._db.execute(
+                "UPDATE documents SET pages_done = MAX(COALESCE(pages_done, 0), ?)"
+                " WHERE doc_id = ?",
+                (progress.pages_done, progress.doc_id),
+            )
+        return progress.doc_id
+
+    def _apply_result(self, value: bytes, now: float) -> str | None:
+        try:
+            result = decode(DocumentResult, value)
+        except RecordError:
+            return None
+        done = sum(1 for p in result.pages if p.error is None) if result.pages else None
+        self._db.execute(
+            "INSERT INTO documents (doc_id, tenant, pages_total, pages_done, status, result,"
+            " submitted_at, updated_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (doc_id) DO UPDATE SET tenant = COALESCE(tenant, excluded.tenant),"
+            " pages_total = excluded.pages_total,"
+            " pages_done = COALESCE(excluded.pages_done, pages_done), status = excluded.status,"
+            " result = excluded.result, updated_at = excluded.updated_at,"
+            " ended_at = excluded.ended_at",
+            (
+                result.doc_id,
+                result.tenant,
+                result.page_count,
+                done,
+                result.status,
+                value.decode(),
+                result.submitted_at.timestamp(),
+                now,
+                result.completed_at.timestamp(),
+            ),
+        )
+        self._db.execute("DELETE FROM pages WHERE doc_id = ?", (result.doc_id,))
+        return result.doc_id
+
+    def _expire(self) -> None:
+        cutoff = time.time() - self._settings.api.retention_s
+        with self._lock:
+            gone = self._db.execute(
+                "DELETE FROM documents WHERE ended_at IS NOT NULL AND ended_at < ?", (cutoff,)
+            ).rowcount
+            self._db.execute("DELETE FROM idempotency WHERE created_at < ?", (cutoff,))
+        if gone:
+            log.info("view: %d ended documents past retention left the view", gone)
+
+
+def result_of(row: DocumentRow) -> DocumentResult | None:
+    return DocumentResult.model_validate(json.loads(row.result)) if row.result else None

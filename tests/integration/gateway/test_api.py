@@ -1,0 +1,142 @@
+"""The HTTP gateway as users meet it: a real `pagestream api` process, the real broker,
+a real `pagestream agents` worker, over HTTP. The documents are born-digital PDFs read
+from their text layer at ingest, so they end without the GPU node."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from schemas import DocumentResult
+from streams.settings import Settings
+from streams.topics import Topology
+from synth.pdf import report_pages, text_pdf
+from tests.support import agents as support
+from tests.support.gateway import Api, multipart, new_key, raw_doc_ids, start_api
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+OCR = {"operation": "ocr", "auto_rotate": "false", "text_layer": "only"}
+
+
+@pytest.fixture
+def api_dir(tmp_path: Path) -> Path:
+    return tmp_path / "api"
+
+
+@pytest.fixture
+def api(cli_env: Settings, topology: Topology, api_dir: Path) -> Iterator[Api]:
+    gateway = start_api(api_dir)
+    try:
+        gateway.wait_ready()
+        yield gateway
+    finally:
+        gateway.stop()
+
+
+@pytest.fixture
+def worker(cli_env: Settings, topology: Topology, tmp_path: Path) -> Iterator[support.Worker]:
+    proc = support.start_worker(tmp_path / "agents.log")
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def _upload(
+    client: httpx.Client, pdf: bytes, fields: dict[str, str], **headers: str
+) -> httpx.Response:
+    body, content_type = multipart(fields, pdf)
+    return client.post(
+        "/v1/documents", content=body, headers={"Content-Type": content_type, **headers}
+    )
+
+
+def test_an_upload_ends_with_its_result_and_markdown_for_its_tenant_only(
+    api: Api, worker: support.Worker, api_dir: Path
+) -> None:
+    acme, other = new_key(api_dir, "acme"), new_key(api_dir, "other")
+    with api.client(acme) as client:
+        sent = _upload(client, text_pdf(report_pages(5, 2)), OCR)
+        assert sent.status_code == 202, sent.text
+        doc_id = sent.json()["doc_id"]
+        assert sent.headers["Location"] == f"/v1/documents/{doc_id}"
+
+        status = client.get(f"/v1/documents/{doc_id}", params={"wait": 120}).json()
+        assert status["state"] == "ended", (status, worker.tail())
+        result = DocumentResult.model_validate(status["result"])
+        assert (result.status, result.page_count, result.tenant) == ("completed", 2, "acme")
+        markdown = client.get(f"/v1/documents/{doc_id}/markdown")
+        assert markdown.headers["content-type"].startswith("text/markdown")
+        assert "<!-- page 2 -->" in markdown.text
+
+        events = client.get(f"/v1/documents/{doc_id}/events").text
+        assert events.startswith("event: result\ndata: ")
+        assert json.loads(events.split("data: ", 1)[1])["result"]["doc_id"] == doc_id
+
+    with api.client(other) as client:  # another tenant's id answers as a missing one
+        for path in ("", "/markdown", "/events"):
+            answer = client.get(f"/v1/documents/{doc_id}{path}")
+            assert answer.status_code == 404, (path, answer.text)
+    with api.client() as client:
+        assert client.get(f"/v1/documents/{doc_id}").status_code == 401
+
+
+def test_a_retried_post_with_its_idempotency_key_submits_once(
+    api: Api, cli_env: Settings, topology: Topology, api_dir: Path
+) -> None:
+    key = new_key(api_dir, "acme")
+    pdf = text_pdf(report_pages(6, 1))
+    with api.client(key) as client:
+        first = _upload(client, pdf, OCR, **{"Idempotency-Key": "order-17"})
+        again = _upload(client, pdf, OCR, **{"Idempotency-Key": "order-17"})
+        other = _upload(client, pdf, OCR, **{"Idempotency-Key": "order-18"})
+    assert (first.status_code, again.status_code, other.status_code) == (202, 202, 202)
+    assert again.json() == {**first.json(), "replayed": True}
+    assert other.json()["doc_id"] != first.json()["doc_id"]
+    assert raw_doc_ids(cli_env, topology) == sorted(
+        [first.json()["doc_id"], other.json()["doc_id"]]
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "file", "status", "names"),
+    [
+        ({"operation": "summarize"}, b"%PDF-1.7", 422, "operation"),
+        ({"dpi": "9999"}, b"%PDF-1.7", 422, "dpi"),
+        ({"colour": "red"}, b"%PDF-1.7", 422, "colour"),
+        ({}, b"just some words, not a document", 415, "unsupported media"),
+        ({}, b"", 400, "empty"),
+    ],
+)
+def test_a_bad_upload_answers_a_4xx_naming_the_problem(
+    api: Api, api_dir: Path, fields: dict[str, str], file: bytes, status: int, names: str
+) -> None:
+    with api.client(new_key(api_dir, "acme")) as client:
+        answer = _upload(client, file, fields)
+    assert answer.status_code == status, answer.text
+    assert names in answer.json()["detail"]
+
+
+def test_malformed_bodies_and_content_types_answer_4xx(api: Api, api_dir: Path) -> None:
+    with api.client(new_key(api_dir, "acme")) as client:
+        text = client.post(
+            "/v1/documents", content=b"hello", headers={"Content-Type": "text/plain"}
+        )
+        broken = client.post(
+            "/v1/documents",
+            content=b'--b\r\nContent-Disposition: form-data; name="file"\r\n\r\n%PDF',
+            headers={"Content-Type": "multipart/form-data; boundary=b"},
+        )
+        no_file = client.post(
+            "/v1/documents", data={"operation": "ocr"}, files={"other": ("x.pdf", b"%PDF-1.7")}
+        )
+        json_bad = client.post("/v1/documents", json={"payload": {"uri": "file:///etc/passwd"}})
+    assert text.status_code == 415 and "multipart/form-data" in text.json()["detail"]
+    assert broken.status_code == 400, broken.text
+    assert no_file.status_code == 400 and "'file'" in no_file.json()["detail"]
+    assert json_bad.status_code == 422, json_bad.text
