@@ -1,6 +1,9 @@
 """`pagestream api`: the HTTP front door of the pipeline (one process per replica).
 
-    app.py       the FastAPI application: routes, auth, limits, errors
+    app.py       the FastAPI application: its parts, operations routes, metrics, errors
+    context.py   what handlers share: the Gateway, the caller's key, ApiError
+    documents.py submit, status, Markdown, events, process
+    admin.py     the caller, their documents; lag and dead letters (admin keys)
     uploads.py   multipart bodies streamed to the blob store (413, 415, 400)
     publish.py   records produced from handlers, each awaited until acknowledged
     view.py      the replica's SQLite view of docs.progress and docs.results

@@ -88,8 +88,12 @@ class Filter:
     doc_id: str | None = None
     since: datetime | None = None
     until: datetime | None = None
+    # A selection by position, (partition, offset) on docs.dlq: the console's checkboxes.
+    letters: frozenset[tuple[int, int]] | None = None
 
     def matches(self, dead: DeadLetter) -> bool:
+        if self.letters is not None and (dead.partition, dead.offset) not in self.letters:
+            return False
         if self.stage is not None and dead.stage != self.stage:
             return False
         if self.exception is not None and self.exception not in (dead.exception_class or ""):
@@ -177,6 +181,25 @@ def list_dead(settings: Settings, flt: Filter) -> list[DeadLetter]:
     )
     try:
         return [d for d in _read(consumer, topic, _partitions(consumer, topic)) if flt.matches(d)]
+    finally:
+        consumer.close()
+
+
+def pending_dead(settings: Settings, flt: Filter, group: str | None = None) -> list[DeadLetter]:
+    """The dead letters the replay group has not handled yet (neither sent back nor
+    refused for good): what an operator still has to look at. Commits nothing."""
+    topic = settings.topology.name(DLQ)
+    group = settings.dlq_replay_group if group is None else settings.topology.own(group)
+    consumer = kafka.consumer(settings.kafka, group, **{"enable.auto.commit": False})
+    try:
+        committed = consumer.committed(_partitions(consumer, topic), timeout=10)
+        progress = {tp.partition: _Progress.committed(tp) for tp in committed}
+        starts = [TopicPartition(topic, p, pr.position) for p, pr in progress.items()]
+        return [
+            d
+            for d in _read(consumer, topic, starts)
+            if d.offset not in progress[d.partition].sent and flt.matches(d)
+        ]
     finally:
         consumer.close()
 

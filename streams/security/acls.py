@@ -111,6 +111,11 @@ def declared(names: Names) -> tuple[Role, ...]:
     app = topo.agents_app
     # The topics a dead letter can come from: every topic a stage consumes.
     replayable = (RAW, *work, *facts, PAGES_DONE, WEBHOOKS)
+    monitor_topics = (
+        Grant("topic", topo.prefix, "prefixed", ("DESCRIBE",))
+        if topo.prefix
+        else Grant("topic", "*", "literal", ("DESCRIBE",))
+    )
     return (
         Role(
             PRODUCER,
@@ -148,12 +153,7 @@ def declared(names: Names) -> tuple[Role, ...]:
         Role(
             MONITOR,
             "`pagestream lag` and the exporter: offsets and groups, never records",
-            (
-                Grant("topic", topo.prefix, "prefixed", ("DESCRIBE",))
-                if topo.prefix
-                else Grant("topic", "*", "literal", ("DESCRIBE",)),
-                Grant("group", "*", "literal", ("DESCRIBE",)),
-            ),
+            (monitor_topics, Grant("group", "*", "literal", ("DESCRIBE",))),
         ),
         Role(
             DLQ_REPLAY,
@@ -172,11 +172,15 @@ def declared(names: Names) -> tuple[Role, ...]:
         Role(
             API,
             "the HTTP gateway (`pagestream api`): submits to docs.raw, marks a submission "
-            "on docs.progress, reads docs.progress and docs.results (no group: it assigns)",
+            "on docs.progress, reads docs.progress and docs.results (assigned, no group); "
+            "for admin keys, the monitor's and dlq-replay's rights (lag, replay)",
             (
-                *_topics(names, RAW, ops=_W),
                 *_topics(names, PROGRESS, ops=_RW),
-                *_topics(names, RESULTS, ops=_R),
+                *_topics(names, RESULTS, DLQ, ops=_R),
+                *_topics(names, *replayable, ops=_W),
+                monitor_topics,
+                Grant("group", "*", "literal", ("DESCRIBE",)),
+                Grant("group", names.dlq_replay_group, "literal", ("READ", "DESCRIBE")),
             ),
         ),
     )

@@ -26,6 +26,10 @@ def test_the_spec_names_every_route_and_the_bearer_scheme() -> None:
         "/v1/documents/{doc_id}/markdown",
         "/v1/documents/{doc_id}/events",
         "/v1/process",
+        "/v1/me",
+        "/v1/admin/lag",
+        "/v1/admin/dead-letters",
+        "/v1/admin/dead-letters/replay",
     }
     submit = spec["paths"]["/v1/documents"]["post"]["requestBody"]["content"]
     assert set(submit) == {"multipart/form-data", "application/json"}

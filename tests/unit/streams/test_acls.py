@@ -47,7 +47,10 @@ def test_no_one_but_the_gpu_node_writes_facts_or_holds_transactional_ids() -> No
         if name == acls.GPU_NODE:
             assert facts <= written
             assert [(g.name, g.pattern) for g in txn] == [("pagestream-gpu-", "prefixed")]
-        elif name != acls.DLQ_REPLAY:  # replay writes a dead letter back where it came from
+        elif name not in (
+            acls.DLQ_REPLAY,
+            acls.API,
+        ):  # replay writes a letter back where it came from
             assert not (facts & written), name
             assert txn == [], name
 
@@ -60,14 +63,23 @@ def test_the_gpu_node_reads_only_work_topics_in_its_group() -> None:
     assert f"{PREFIX}{DLQ.base}" in _rights(gpu)
 
 
-def test_the_gateway_submits_and_reads_progress_and_results_and_joins_no_group() -> None:
-    api = _roles()[acls.API]
-    assert _rights(api) == {
-        f"{PREFIX}{RAW.base}": {"WRITE", "DESCRIBE"},
-        f"{PREFIX}{PROGRESS.base}": {"READ", "WRITE", "DESCRIBE"},
-        f"{PREFIX}{RESULTS.base}": {"READ", "DESCRIBE"},
-    }
-    assert {g.kind for g in api.grants} == {"topic"}
+def test_the_gateway_submits_reads_progress_and_results_and_replays_as_admin() -> None:
+    roles = _roles()
+    api, replay, monitor = roles[acls.API], roles[acls.DLQ_REPLAY], roles[acls.MONITOR]
+    rights = _rights(api)
+    assert rights[f"{PREFIX}{RAW.base}"] == {"WRITE", "DESCRIBE"}
+    assert rights[f"{PREFIX}{PROGRESS.base}"] == {"READ", "WRITE", "DESCRIBE"}
+    assert rights[f"{PREFIX}{RESULTS.base}"] == {"READ", "DESCRIBE"}
+    # Admin keys list lag and replay dead letters: the monitor's and dlq-replay's rights,
+    # nothing more (no other group, no transactional id, no facts read).
+    own = {f"{PREFIX}{PROGRESS.base}", f"{PREFIX}{RESULTS.base}"}
+    wider = {t: ops for t, ops in rights.items() if t not in own}
+    expected = {t: set(ops) for t, ops in _rights(replay).items()}
+    for t, ops in _rights(monitor).items():
+        expected.setdefault(t, set()).update(ops)
+    assert wider == expected
+    assert _rights(api, "group") == {"*": {"DESCRIBE"}, **_rights(replay, "group")}
+    assert {g.kind for g in api.grants} == {"topic", "group"}
 
 
 def test_the_monitor_only_describes() -> None:
