@@ -104,6 +104,40 @@ def document_routes(app: FastAPI) -> None:
             )
         return PlainTextResponse(text, media_type="text/markdown; charset=utf-8")
 
+    @app.get(
+        "/v1/documents/{doc_id}/pages/{page_no}/image",
+        response_class=Response,
+        responses={
+            200: {"content": {"image/png": {}, "image/jpeg": {}}},
+            404: {"model": Problem},
+            409: {"model": Problem},
+        },
+    )
+    async def page_image(request: Request, doc_id: str, page_no: int, caller: Caller) -> Response:
+        """The page image as the pipeline read it, once the document has ended (turn it by
+        the page's `orientation.rotation_degrees` to lay its OCR boxes over it)."""
+        gw = gateway_of(request)
+        result = await _resolved(gw, _owned(gw, doc_id, caller))
+        if result is None:
+            raise ApiError(409, f"document {doc_id} has not ended yet")
+        page = next((p for p in result.pages if p.page_no == page_no), None)
+        if page is None or page.image is None:
+            raise ApiError(404, f"document {doc_id} has no page {page_no} image")
+        if not page.image.media_type.startswith("image/"):
+            raise ApiError(404, f"page {page_no} was read from the PDF's text layer: no image")
+        image = page.image
+        try:
+            data = await run_in_threadpool(gw.store.get, image.uri, expected_sha256=image.sha256)
+        except BlobStoreUnavailableError as exc:
+            raise ApiError(
+                503, f"the page image cannot be read now: {exc}", {"Retry-After": RETRY_AFTER_S}
+            ) from exc
+        except BlobError as exc:  # expired from the store, say
+            raise ApiError(404, f"page {page_no}'s image is gone: {exc}") from exc
+        return Response(
+            data, media_type=image.media_type, headers={"Cache-Control": "private, max-age=3600"}
+        )
+
 
 def waiting_routes(app: FastAPI) -> None:
     @app.get(

@@ -32,10 +32,15 @@ class PageResult(Model):
     ocr: OcrResult | None = None
     # The page's OcrResult in the blob store when it was too large for a record.
     ocr_ref: BlobRef | None = None
+    # The page as the pipeline read it (before the orientation's correction; OCR boxes
+    # are in the corrected page's pixels). The submitted PDF for a page read from its
+    # text layer.
+    image: BlobRef | None = None
 
     @classmethod
     def from_page(cls, page: PageState) -> PageResult:
         return cls(
+            image=page.image,
             page_no=page.page_no,
             orientation=page.orientation,
             classification=page.classification,

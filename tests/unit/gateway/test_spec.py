@@ -25,6 +25,7 @@ def test_the_spec_names_every_route_and_the_bearer_scheme() -> None:
         "/v1/documents/{doc_id}",
         "/v1/documents/{doc_id}/markdown",
         "/v1/documents/{doc_id}/events",
+        "/v1/documents/{doc_id}/pages/{page_no}/image",
         "/v1/process",
         "/v1/me",
         "/v1/admin/lag",
