@@ -4,6 +4,7 @@ from their text layer at ingest, so they end without the GPU node."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -140,3 +141,60 @@ def test_malformed_bodies_and_content_types_answer_4xx(api: Api, api_dir: Path) 
     assert broken.status_code == 400, broken.text
     assert no_file.status_code == 400 and "'file'" in no_file.json()["detail"]
     assert json_bad.status_code == 422, json_bad.text
+
+
+def test_events_stream_progress_as_it_happens_then_the_result(
+    api: Api, cli_env: Settings, topology: Topology, api_dir: Path, tmp_path: Path
+) -> None:
+    key = new_key(api_dir, "acme")
+    with api.client(key, timeout_s=180) as client:
+        pdf = base64.b64encode(text_pdf(report_pages(12, 2))).decode()
+        sent = client.post("/v1/documents", json={
+            "operation": "ocr",
+            "payload": {"inline_base64": pdf, "media_type": "application/pdf"},
+        })  # fmt: skip
+        assert sent.status_code == 202, sent.text
+        doc_id = sent.json()["doc_id"]
+        events: list[tuple[str, dict[str, object]]] = []
+        worker: support.Worker | None = None
+        try:
+            with client.stream("GET", f"/v1/documents/{doc_id}/events") as stream:
+                kind = ""
+                for line in stream.iter_lines():
+                    if line.startswith("event: "):
+                        kind = line.removeprefix("event: ")
+                    elif line.startswith("data: "):
+                        events.append((kind, json.loads(line.removeprefix("data: "))))
+                        if worker is None:  # the first event is before any agent runs
+                            worker = support.start_worker(tmp_path / "agents.log")
+        finally:
+            if worker is not None:
+                worker.stop()
+    kinds = [k for k, _ in events]
+    assert kinds[0] == "progress" and events[0][1]["state"] == "submitted"
+    assert kinds[-1] == "result" and kinds.count("result") == 1
+    result = events[-1][1]["result"]
+    assert isinstance(result, dict) and result["status"] == "completed"
+    assert result["tenant"] == "acme" and result["page_count"] == 2
+
+
+def test_process_answers_the_result_or_202_when_it_has_not_ended_in_time(
+    api: Api, api_dir: Path, tmp_path: Path
+) -> None:
+    key = new_key(api_dir, "acme")
+    body, content_type = multipart(OCR, text_pdf(report_pages(13, 1)))
+    with api.client(key, timeout_s=180) as client:
+        # No agents yet: the document cannot end within the second asked for.
+        late = client.post("/v1/process", params={"timeout": 1}, content=body,
+                           headers={"Content-Type": content_type})  # fmt: skip
+        assert late.status_code == 202, late.text
+        assert late.headers["Location"] == late.json()["status_url"]
+        worker = support.start_worker(tmp_path / "agents.log")
+        try:
+            done = client.post("/v1/process", params={"timeout": 120}, content=body,
+                               headers={"Content-Type": content_type})  # fmt: skip
+        finally:
+            worker.stop()
+    assert done.status_code == 200, done.text
+    assert done.json()["state"] == "ended"
+    assert done.json()["result"]["status"] == "completed"
