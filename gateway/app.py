@@ -11,6 +11,7 @@
     GET  /v1/admin/dead-letters   dead letters not yet replayed (admin keys)
     POST /v1/admin/dead-letters/replay
     /healthz /readyz /metrics /openapi.json /docs
+    /console/                     the web console (gateway/console/, static); / redirects
 
 The gateway holds no state the pipeline does not: a submission is a record on docs.raw
 (its bytes in the blob store), a status is read from the replica's view of docs.progress
@@ -24,12 +25,14 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.concurrency import run_in_threadpool
 
@@ -46,6 +49,8 @@ from streams.blobs import BlobStore, BlobStoreUnavailableError
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
+
+CONSOLE_DIR = Path(__file__).with_name("console")  # static files, no build step
 
 
 def create_app(settings: Settings, *, registry: CollectorRegistry | None = None) -> FastAPI:
@@ -141,6 +146,12 @@ def _routes(app: FastAPI) -> None:
     document_routes(app)
     waiting_routes(app)
     admin_routes(app)
+
+    @app.get("/", include_in_schema=False)
+    def console_redirect() -> RedirectResponse:
+        return RedirectResponse("/console/", status_code=307)
+
+    app.mount("/console", StaticFiles(directory=CONSOLE_DIR, html=True), name="console")
 
 
 def _middleware(app: FastAPI, metrics: ApiMetrics) -> None:

@@ -58,6 +58,9 @@ def api(
         # Bodies are read by the handlers with their own idle timeout; this one cuts
         # connections that go quiet between requests.
         timeout_keep_alive=int(conf.api.idle_timeout_s),
+        # SIGTERM: requests under way get this long (a long poll, an events stream, an
+        # upload) before the view and the producer are closed.
+        timeout_graceful_shutdown=int(conf.api.idle_timeout_s),
         log_level="info",
         access_log=False,  # the request histogram counts them; paths hold doc ids only
     )

@@ -4,9 +4,10 @@ the error every refusal is."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -16,7 +17,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from gateway.keys import ApiKey, KeyStore
 from gateway.metrics import ApiMetrics
 from gateway.publish import Publisher
-from gateway.view import View
+from gateway.view import DocumentRow, View
 from streams.blobs import BlobStore
 from streams.settings import Settings
 
@@ -60,17 +61,31 @@ class Gateway:
             for event in self._waiters.get(doc_id, ()):
                 event.set()
 
-    async def wait_change(self, doc_id: str, timeout_s: float) -> None:
+    @contextlib.contextmanager
+    def watching(self, doc_id: str) -> Iterator[asyncio.Event]:
+        """An event set whenever the view changes `doc_id`, from now on: taken before the
+        document is read, so a change between the read and the wait is not missed."""
         event = asyncio.Event()
         self._waiters[doc_id].add(event)
         try:
-            await asyncio.wait_for(event.wait(), timeout_s)
-        except TimeoutError:
-            pass
+            yield event
         finally:
             self._waiters[doc_id].discard(event)
             if not self._waiters[doc_id]:
                 del self._waiters[doc_id]
+
+    async def until_ended(self, doc_id: str, timeout_s: float) -> DocumentRow | None:
+        """The document's row once it has ended, or as it is after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        with self.watching(doc_id) as changed:
+            while True:
+                changed.clear()
+                row = self.view.document(doc_id)
+                left = deadline - time.monotonic()
+                if (row is not None and row.ended) or left <= 0:
+                    return row
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), left)
 
     def take_token(self, key: ApiKey) -> float | None:
         """None when `key` may submit now; else the seconds until it may."""

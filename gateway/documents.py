@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import logging
 import time
@@ -32,6 +34,8 @@ log = logging.getLogger(__name__)
 
 _MULTIPART_OVERHEAD = 64 * 1024  # form fields and part headers around the file
 _MAX_KEY_CHARS = 255
+_STREAM_S = 300.0  # the longest one events stream lasts; the client reconnects
+_KEEP_ALIVE_S = 15.0
 
 
 def document_routes(app: FastAPI) -> None:
@@ -70,10 +74,9 @@ def document_routes(app: FastAPI) -> None:
         """Where the document is; its DocumentResult once it has ended. `?wait=S` holds
         the answer until the document ends or S seconds pass."""
         gw = gateway_of(request)
-        deadline = time.monotonic() + min(wait, gw.settings.api.max_wait_s)
         row = _owned(gw, doc_id, caller)
-        while not row.ended and (left := deadline - time.monotonic()) > 0:
-            await gw.wait_change(doc_id, left)
+        if not row.ended and wait > 0:
+            await gw.until_ended(doc_id, min(wait, gw.settings.api.max_wait_s))
             row = _owned(gw, doc_id, caller)
         return await _status(gw, row)
 
@@ -149,19 +152,26 @@ def waiting_routes(app: FastAPI) -> None:
         _owned(gw, doc_id, caller)
 
         async def stream() -> AsyncIterator[bytes]:
+            # A stream ends after a while even if the document does not (a replica can
+            # then shut down without waiting for it); the client reconnects.
+            ends_at = time.monotonic() + _STREAM_S
             last = None
-            while True:
-                row = _owned(gw, doc_id, caller)
-                status = await _status(gw, row)
-                body = status.model_dump_json(exclude={"result"} if not row.ended else set())
-                if body != last:
-                    kind = "result" if row.ended else "progress"
-                    yield f"event: {kind}\ndata: {body}\n\n".encode()
-                    last = body
-                if row.ended or await request.is_disconnected():
-                    return
-                await gw.wait_change(doc_id, 15)
-                yield b": keep-alive\n\n"
+            yield b"retry: 2000\n\n"
+            with gw.watching(doc_id) as changed:
+                while True:
+                    changed.clear()
+                    row = _owned(gw, doc_id, caller)
+                    status = await _status(gw, row)
+                    body = status.model_dump_json(exclude={"result"} if not row.ended else set())
+                    if body != last:
+                        kind = "result" if row.ended else "progress"
+                        yield f"event: {kind}\ndata: {body}\n\n".encode()
+                        last = body
+                    if row.ended or time.monotonic() > ends_at:
+                        return
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(changed.wait(), _KEEP_ALIVE_S)
+                    yield b": keep-alive\n\n"
 
         return StreamingResponse(
             stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
@@ -184,13 +194,8 @@ def waiting_routes(app: FastAPI) -> None:
         answer the result; 202 with the status URL when it has not ended by then."""
         gw = gateway_of(request)
         accepted = await _submit(request, caller, idempotency_key, traceparent)
-        deadline = time.monotonic() + min(
-            timeout or gw.settings.api.max_wait_s, gw.settings.api.max_wait_s
-        )
-        row = gw.view.document(accepted.doc_id)
-        while (row is None or not row.ended) and (left := deadline - time.monotonic()) > 0:
-            await gw.wait_change(accepted.doc_id, left)
-            row = gw.view.document(accepted.doc_id)
+        wait_s = min(timeout or gw.settings.api.max_wait_s, gw.settings.api.max_wait_s)
+        row = await gw.until_ended(accepted.doc_id, wait_s)
         if row is None or not row.ended:
             return JSONResponse(
                 accepted.model_dump(), status_code=202, headers={"Location": accepted.status_url}
@@ -277,13 +282,19 @@ async def _submit(
             503, f"the pipeline did not take the document: {exc}", {"Retry-After": RETRY_AFTER_S}
         ) from exc
     gw.view.note_submitted(doc_id, caller.tenant, record.submitted_at.timestamp())
-    progress = Progress(doc_id=doc_id, pages_total=0, stage="submitted", tenant=caller.tenant)
-    try:  # so every replica knows the document (and whose it is) before ingest has it
-        await gw.publisher.publish(
-            first_record(gw.settings.topology.name(PROGRESS), record_key(doc_id, None), progress)
-        )
-    except PublishError as exc:
-        log.warning("api: doc %s: its submitted progress record failed: %s", doc_id, exc)
+    # So every replica knows the document (and whose it is) before ingest has it. Not
+    # awaited: the submission stands on docs.raw alone, and the answer need not wait for a
+    # second acknowledgement (the replica that took it knows it already).
+    progress = Progress(
+        doc_id=doc_id,
+        pages_total=0,
+        stage="submitted",
+        tenant=caller.tenant,
+        at=record.submitted_at,
+    )  # the same instant on every replica's view
+    gw.publisher.publish_later(
+        first_record(gw.settings.topology.name(PROGRESS), record_key(doc_id, None), progress)
+    )
     gw.metrics.submissions.labels(caller.tenant, "accepted").inc()
     log.info(
         "api: doc %s submitted for tenant %s (%s, %d bytes)",
@@ -315,13 +326,9 @@ async def _read_submission(
         except ValidationError as exc:
             raise ApiError(422, _explain(exc)) from None
         if sub.payload.uri is not None:
-            try:
-                found = await run_in_threadpool(gw.store.exists, sub.payload.uri)
-            except BlobError as exc:
-                raise ApiError(422, f"payload.uri: {exc}") from None
-            if not found:
-                raise ApiError(422, "payload.uri: nothing is stored there")
-        return DocumentSubmitted(doc_id=doc_id, tenant=tenant, **sub.model_dump(exclude_unset=True))
+            await _check_blob_uri(gw, sub.payload.uri, sub.payload.sha256)
+        fields = sub.model_dump(exclude_unset=True) | {"operation": sub.operation}
+        return DocumentSubmitted(doc_id=doc_id, tenant=tenant, **fields)
     boundary_of(content_type)  # 415 before reading anything
     if (
         length is not None
@@ -344,41 +351,59 @@ async def _read_submission(
         fields = dict(upload.fields)
         operation = fields.pop("operation", Operation.process.value)
         callback = fields.pop("callback", None)
-        try:
-            options = Options.model_validate(fields)
-            operation = Operation(operation)
-        except ValidationError as exc:
-            raise ApiError(422, _explain(exc)) from None
-        except ValueError:
+        if operation not in {o.value for o in Operation}:
             raise ApiError(
                 422,
                 f"operation {operation[:40]!r} is not one of "
                 f"{', '.join(o.value for o in Operation)}",
-            ) from None
+            )
+        # The whole record, with the blob's name to come: the callback URL, the options
+        # and the file name are all checked here.
+        unnamed = "0" * 64
+        try:
+            record = DocumentSubmitted.model_validate(
+                {
+                    "doc_id": doc_id,
+                    "tenant": tenant,
+                    "operation": operation,
+                    "options": fields,
+                    "callback": callback,
+                    "payload": {
+                        "uri": gw.store.uri_for(unnamed),
+                        "sha256": unnamed,
+                        "size_bytes": upload.size_bytes,
+                        "media_type": upload.media_type,
+                        "filename": _filename(upload.filename),
+                    },
+                }
+            )
+        except ValidationError as exc:
+            raise ApiError(422, _explain(exc)) from None
+        blob = await run_in_threadpool(upload.writer.commit)
     except BaseException:
-        await run_in_threadpool(upload.writer.abort)
+        await run_in_threadpool(upload.writer.abort)  # no-op once committed
         raise
-    blob = await run_in_threadpool(upload.writer.commit)
     gw.metrics.upload_bytes.observe(blob.size_bytes)
-    try:
-        return DocumentSubmitted.model_validate(
-            {
-                "doc_id": doc_id,
-                "tenant": tenant,
-                "operation": operation,
-                "options": options,
-                "callback": callback,
-                "payload": {
-                    "uri": blob.uri,
-                    "sha256": blob.sha256,
-                    "size_bytes": blob.size_bytes,
-                    "media_type": upload.media_type,
-                    "filename": _filename(upload.filename),
-                },
-            }
+    payload = record.payload.model_copy(update={"uri": blob.uri, "sha256": blob.sha256})
+    return record.model_copy(update={"payload": payload})
+
+
+async def _check_blob_uri(gw: Gateway, uri: str, sha256: str | None) -> None:
+    """Only a blob named by its content in the gateway's own store: one a client can name
+    only by having its bytes. Any other path under the store's roots (a read root shared
+    with other systems, another upload's partial) could be another tenant's document."""
+    if sha256 is None or uri != gw.store.uri_for(sha256):
+        raise ApiError(
+            422,
+            "payload.uri must be the content address of payload.sha256 in the "
+            "blob store (upload the bytes as multipart/form-data otherwise)",
         )
-    except ValidationError as exc:  # the callback URL, the file name
-        raise ApiError(422, _explain(exc)) from None
+    try:
+        found = await run_in_threadpool(gw.store.exists, uri)
+    except BlobError as exc:
+        raise ApiError(422, f"payload.uri: {exc}") from None
+    if not found:
+        raise ApiError(422, "payload.uri: nothing is stored there")
 
 
 def _filename(name: str | None) -> str | None:
@@ -415,7 +440,7 @@ def _owned(gw: Gateway, doc_id: str, caller: ApiKey) -> DocumentRow:
     """The document if `caller` may see it. Another tenant's document answers exactly as
     a missing one does, so ids cannot be probed."""
     row = gw.view.document(doc_id)
-    if row is None or (row.tenant != caller.tenant and caller.role != "admin"):
+    if row is None or row.tenant != caller.tenant:  # admin keys too: operate, not read
         raise ApiError(404, f"no document {doc_id[:128]!r} for this key")
     return row
 

@@ -9,6 +9,8 @@ gateway re-reads it when it changes, so a revoked key stops working without a re
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import hmac
 import json
@@ -17,6 +19,7 @@ import re
 import secrets
 import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -91,20 +94,33 @@ class KeyStore:
         key_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
         key = f"psk_{key_id}_{secret}"
         record = ApiKey(key_id, tenant, role, _digest(key), _now())
-        with self._lock:
+        with self._locked():
             keys = self._read()
             keys[key_id] = record
             self._write(keys)
         return key, record
 
     def revoke(self, key_id: str) -> ApiKey:
-        with self._lock:
+        with self._locked():
             keys = self._read()
             if key_id not in keys:
                 raise KeyError(f"no key {key_id!r} in {self.path}")
             keys[key_id] = record = ApiKey(**{**asdict(keys[key_id]), "revoked_at": _now()})
             self._write(keys)
         return record
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """This process's threads and every other process (two `api-keys` commands at
+        once): a read-modify-write of the file never loses another's change."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        with self._lock, lock_path.open("a") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
     def _refresh(self) -> None:
         try:
@@ -133,6 +149,8 @@ class KeyStore:
         try:
             with os.fdopen(fd, "w") as f:  # mkstemp's 0600: only the owner reads the hashes
                 f.write(body)
+                f.flush()
+                os.fsync(f.fileno())  # a crash leaves the old file or the new, never an empty one
             os.replace(tmp, self.path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

@@ -11,8 +11,9 @@ from schemas import Attributes, DocumentResult, Operation, Options, Payload
 
 
 class JsonSubmission(BaseModel):
-    """POST /v1/documents with `Content-Type: application/json`: a document already in
-    the blob store (`payload.uri`) or small enough to send inline (`payload.inline_base64`)."""
+    """POST /v1/documents with `Content-Type: application/json`: a document small enough
+    to send inline (`payload.inline_base64`), or already in the gateway's blob store,
+    named by its content (`payload.uri` equal to the store's address of `payload.sha256`)."""
 
     model_config = {"extra": "forbid"}
 

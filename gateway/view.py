@@ -7,9 +7,8 @@ a lost file is rebuilt from the start of the (compacted) topics. No consumer gro
 view assigns every partition and commits nothing, so replicas never share or steal work.
 `ready` turns true once every partition has been read up to where it ended at start-up.
 
-Besides the topics, the replica keeps the Idempotency-Keys it accepted (so a retried
-POST to it names the document it already submitted, and a key reused for another body
-is refused).
+Besides the topics, the replica notes the documents it submitted itself, so it knows
+them (and whose they are) before their first progress record comes back.
 """
 
 from __future__ import annotations
@@ -67,14 +66,6 @@ CREATE TABLE IF NOT EXISTS offsets (
     next_offset INTEGER NOT NULL,
     PRIMARY KEY (topic, partition)
 );
-CREATE TABLE IF NOT EXISTS idempotency (
-    tenant TEXT NOT NULL,
-    key TEXT NOT NULL,
-    doc_id TEXT NOT NULL,
-    sha256 TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    PRIMARY KEY (tenant, key)
-);
 """
 
 
@@ -113,10 +104,9 @@ class View:
         on_change: Callable[[Iterable[str]], None] | None = None,
     ) -> None:
         self._settings = settings
-        self._topics = {
-            settings.topology.name(PROGRESS): self._apply_progress,
-            settings.topology.name(RESULTS): self._apply_result,
-        }
+        self._progress_topic = settings.topology.name(PROGRESS)
+        self._results_topic = settings.topology.name(RESULTS)
+        self._topics = (self._progress_topic, self._results_topic)
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -160,7 +150,7 @@ class View:
         """Documents of `tenant` submitted and not yet ended, as this view sees them."""
         with self._lock:
             (count,) = self._db.execute(
-                "SELECT COUNT(*) FROM documents WHERE tenant = ? AND result IS NULL", (tenant,)
+                "SELECT COUNT(*) FROM documents WHERE tenant = ? AND ended_at IS NULL", (tenant,)
             ).fetchone()
         return int(count)
 
@@ -179,21 +169,6 @@ class View:
             return [DocumentRow(*r) for r in rows.fetchall()]
 
     # --- the replica's own submissions ---
-
-    def remember_key(self, tenant: str, key: str, doc_id: str, sha256: str) -> None:
-        with self._lock:
-            self._db.execute(
-                "INSERT OR IGNORE INTO idempotency VALUES (?, ?, ?, ?, ?)",
-                (tenant, key, doc_id, sha256, time.time()),
-            )
-
-    def key_body(self, tenant: str, key: str) -> str | None:
-        """The SHA-256 of the body first sent with `key`, if this replica saw it."""
-        with self._lock:
-            row = self._db.execute(
-                "SELECT sha256 FROM idempotency WHERE tenant = ? AND key = ?", (tenant, key)
-            ).fetchone()
-        return str(row[0]) if row else None
 
     def note_submitted(self, doc_id: str, tenant: str, submitted_at: float) -> None:
         """The document is on docs.raw: known here before its first progress record."""
@@ -225,8 +200,10 @@ class View:
             )
             try:
                 self._follow(consumer)
-            except KafkaException as exc:
-                self.error = f"view: {exc.args[0].str() if exc.args else exc}"
+            except Exception as exc:  # Kafka, SQLite (a full disk): not ready, retried
+                detail = exc.args[0].str() if isinstance(exc, KafkaException) and exc.args else exc
+                self.error = f"view: {type(exc).__name__}: {detail}"
+                self._ready.clear()
                 log.warning("%s; retrying", self.error)
                 self._stop.wait(2.0)
             finally:
@@ -245,6 +222,10 @@ class View:
                 err = msg.error()
                 if err is not None and err.code() == KafkaError._PARTITION_EOF:
                     behind.discard((str(msg.topic()), int(msg.partition() or 0)))
+                elif err is not None:  # an authorization refused, say: /readyz shows it
+                    self.error = f"view: {err.str()}"
+                    if err.fatal() or not err.retriable():
+                        raise KafkaException(err)
             changed = self._apply(msgs) if msgs else set()
             if changed and self._on_change is not None:
                 self._on_change(changed)
@@ -276,23 +257,25 @@ class View:
         return assignment
 
     def _apply(self, msgs: list[Message]) -> set[str]:
-        changed: set[str] = set()
+        # Decoded before the lock is taken: handlers read the view meanwhile.
+        decoded: list[Progress | tuple[DocumentResult, bytes] | None] = []
         offsets: dict[tuple[str, int], int] = {}
+        for msg in msgs:
+            if msg.error() is not None:
+                continue
+            topic, partition = str(msg.topic()), int(msg.partition() or 0)
+            offsets[(topic, partition)] = int(msg.offset() or 0) + 1
+            decoded.append(self._decode(topic, msg.value()))
+        changed: set[str] = set()
         now = time.time()
         with self._lock:
             self._db.execute("BEGIN")
             try:
-                for msg in msgs:
-                    if msg.error() is not None:
-                        continue
-                    topic, partition = str(msg.topic()), int(msg.partition() or 0)
-                    offsets[(topic, partition)] = int(msg.offset() or 0) + 1
-                    value = msg.value()
-                    if value is None:
-                        continue  # a tombstone: the topic forgets, the view keeps its row
-                    doc_id = self._topics[topic](value, now)
-                    if doc_id is not None:
-                        changed.add(doc_id)
+                for record in decoded:
+                    if isinstance(record, Progress):
+                        changed.add(self._write_progress(record, now))
+                    elif record is not None:
+                        changed.add(self._write_result(*record, now))
                 self._db.executemany(
                     "INSERT INTO offsets VALUES (?, ?, ?) ON CONFLICT (topic, partition)"
                     " DO UPDATE SET next_offset = excluded.next_offset",
@@ -304,11 +287,29 @@ class View:
                 raise
         return changed
 
-    def _apply_progress(self, value: bytes, now: float) -> str | None:
+    def _decode(
+        self, topic: str, value: bytes | None
+    ) -> Progress | tuple[DocumentResult, bytes] | None:
+        """The record, or None for a tombstone (the topic forgets; the view keeps its
+        row) and for what is not ours to judge (the writers are pagestream's agents)."""
+        if value is None:
+            return None
         try:
-            progress = decode(Progress, value)
+            if topic == self._progress_topic:
+                return decode(Progress, value)
+            return decode(DocumentResult, value), value
         except RecordError:
-            return None  # not ours to judge: the writers are pagestream's agents
+            return None
+
+    def _apply_progress(self, value: bytes, now: float) -> str | None:
+        record = self._decode(self._progress_topic, value)
+        return self._write_progress(record, now) if isinstance(record, Progress) else None
+
+    def _apply_result(self, value: bytes, now: float) -> str | None:
+        record = self._decode(self._results_topic, value)
+        return self._write_result(*record, now) if isinstance(record, tuple) else None
+
+    def _write_progress(self, progress: Progress, now: float) -> str:
         at = progress.at.timestamp()
         self._db.execute(
             "INSERT INTO documents (doc_id, tenant, pages_total, updated_at) VALUES (?, ?, ?, ?)"
@@ -329,11 +330,13 @@ class View:
                     (progress.pages_done, progress.doc_id),
                 )
             return progress.doc_id
-        # A redelivered route record may say a done page moved again: done stays done.
+        # A page of an ended document (a late or redelivered record) is not waiting
+        # anywhere; and a redelivered route record may say a done page moved: done stays.
         self._db.execute(
-            "INSERT INTO pages VALUES (?, ?, ?, ?) ON CONFLICT (doc_id, page_no) DO UPDATE"
+            "INSERT INTO pages SELECT ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM documents"
+            " WHERE doc_id = ? AND result IS NOT NULL) ON CONFLICT (doc_id, page_no) DO UPDATE"
             " SET stage = excluded.stage, at = excluded.at WHERE pages.stage != 'done'",
-            (progress.doc_id, progress.page_no, progress.stage, at),
+            (progress.doc_id, progress.page_no, progress.stage, at, progress.doc_id),
         )
         if progress.pages_done is not None:
             self._db.execute(
@@ -343,11 +346,7 @@ class View:
             )
         return progress.doc_id
 
-    def _apply_result(self, value: bytes, now: float) -> str | None:
-        try:
-            result = decode(DocumentResult, value)
-        except RecordError:
-            return None
+    def _write_result(self, result: DocumentResult, value: bytes, now: float) -> str:
         done = sum(1 for p in result.pages if p.error is None) if result.pages else None
         self._db.execute(
             "INSERT INTO documents (doc_id, tenant, pages_total, pages_done, status, result,"
@@ -373,14 +372,17 @@ class View:
         return result.doc_id
 
     def _expire(self) -> None:
+        """Ended documents past the retention leave; so do documents that never ended
+        and have not moved for as long (their records outlived their result, or their
+        pipeline lost them): neither may count as in flight for ever."""
         cutoff = time.time() - self._settings.api.retention_s
         with self._lock:
             gone = self._db.execute(
-                "DELETE FROM documents WHERE ended_at IS NOT NULL AND ended_at < ?", (cutoff,)
+                "DELETE FROM documents WHERE COALESCE(ended_at, updated_at) < ?", (cutoff,)
             ).rowcount
-            self._db.execute("DELETE FROM idempotency WHERE created_at < ?", (cutoff,))
+            self._db.execute("DELETE FROM pages WHERE doc_id NOT IN (SELECT doc_id FROM documents)")
         if gone:
-            log.info("view: %d ended documents past retention left the view", gone)
+            log.info("view: %d documents past retention left the view", gone)
 
 
 def result_of(row: DocumentRow) -> DocumentResult | None:

@@ -325,9 +325,15 @@ class BlobStore:
         return removed
 
     def exists(self, uri: str) -> bool:
-        """False if nothing is stored there; raises BlobAccessError for disallowed URIs."""
+        """False if nothing is stored there; raises BlobAccessError for disallowed URIs and
+        BlobStoreUnavailableError when the store does not answer (fsspec's `isfile` would
+        say False for both)."""
         root, rel = self._split_checked(uri)
-        return bool(root.fs.isfile(self._resolve(root, rel)))
+        try:
+            with _store_call("reading", uri, root):
+                return bool(root.fs.info(self._resolve(root, rel)).get("type") == "file")
+        except FileNotFoundError:
+            return False
 
     def _split_checked(self, uri: str) -> tuple[_Root, tuple[str, ...]]:
         scheme, netloc, segments = _split(uri, self._schemes)
@@ -354,6 +360,7 @@ class BlobStore:
 
 # Writers in progress, under the root beside `sha256/`: collected when abandoned.
 PARTIAL_DIR = "partial"
+_UPLOAD_BLOCK_BYTES = 5 * 1024 * 1024
 
 
 class BlobWriter:
@@ -373,7 +380,10 @@ class BlobWriter:
         with _store_call("writing", self._partial_uri, root):
             if self._local:
                 os.makedirs(posixpath.dirname(self._path), exist_ok=True)
-            self._file: Any = root.fs.open(self._path, "wb")
+            # Object stores buffer a block before each part upload: 5 MiB (S3's smallest
+            # part), not s3fs's 50 MiB default, so an upload is never held near whole.
+            options = {} if self._local else {"block_size": _UPLOAD_BLOCK_BYTES}
+            self._file: Any = root.fs.open(self._path, "wb", **options)
         store._live.add(self._path)
 
     @property
@@ -415,7 +425,12 @@ class BlobWriter:
 
     def abort(self) -> None:
         with contextlib.suppress(Exception):
-            self._file.close()
+            # An object store's file would complete its upload on close(): discard it.
+            discard = getattr(self._file, "discard", None)
+            if callable(discard) and not self._local:
+                discard()
+            else:
+                self._file.close()
         with contextlib.suppress(Exception):
             self._root.fs.rm_file(self._path)
         self._store._live.discard(self._path)

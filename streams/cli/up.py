@@ -98,7 +98,9 @@ def _print_gateway(s: Settings) -> None:
         out.print(f"the HTTP gateway is not ready: see {lp.api_folder(s).parent / 'up-logs'}")
         return
     key = lp.local_api_key(s)
-    out.print(f"HTTP gateway: {url} (API docs {url}/docs)", soft_wrap=True)
+    out.print(
+        f"HTTP gateway: {url} (web console {url}/console/, API docs {url}/docs)", soft_wrap=True
+    )
     out.print(f"API key of the local tenant 'local': {key}", soft_wrap=True)
     out.print(
         f'  curl -H "Authorization: Bearer {key}" -F file=@doc.pdf -F operation=ocr '

@@ -181,6 +181,8 @@ def running_pipeline(settings: Settings, log_dir: Path) -> Iterator[list[Child]]
     # The gateway's view and keys live beside the logs: one pipeline's, never shared with
     # another `up` on another broker.
     api_env = {
+        # A development pipeline: reachable from this machine only, whatever the default.
+        "PAGESTREAM_API__HOST": "127.0.0.1",
         "PAGESTREAM_API__VIEW_FILE": str(api_folder(settings) / "view.sqlite"),
         "PAGESTREAM_API__KEYS_FILE": str(api_folder(settings) / "keys.json"),
     }
@@ -217,7 +219,7 @@ def local_api_key(settings: Settings) -> str:
     own `pagestream api-keys create`), then kept in a file only its owner reads."""
     folder = api_folder(settings)
     saved = folder / "local.key"
-    if saved.exists():
+    if saved.exists() and (folder / "keys.json").exists():  # not a key of a lost file
         return saved.read_text().strip()
     env = {"PAGESTREAM_API__KEYS_FILE": str(folder / "keys.json")}
     made = subprocess.run(  # noqa: S603 - our own interpreter and module

@@ -185,23 +185,28 @@ def list_dead(settings: Settings, flt: Filter) -> list[DeadLetter]:
         consumer.close()
 
 
-def pending_dead(settings: Settings, flt: Filter, group: str | None = None) -> list[DeadLetter]:
+def pending_dead(
+    settings: Settings, flt: Filter, group: str | None = None, limit: int | None = None
+) -> list[DeadLetter]:
     """The dead letters the replay group has not handled yet (neither sent back nor
-    refused for good): what an operator still has to look at. Commits nothing."""
+    refused for good), oldest first, at most `limit`: what an operator still has to look
+    at. Commits nothing."""
     topic = settings.topology.name(DLQ)
     group = settings.dlq_replay_group if group is None else settings.topology.own(group)
     consumer = kafka.consumer(settings.kafka, group, **{"enable.auto.commit": False})
+    found: list[DeadLetter] = []
     try:
         committed = consumer.committed(_partitions(consumer, topic), timeout=10)
         progress = {tp.partition: _Progress.committed(tp) for tp in committed}
         starts = [TopicPartition(topic, p, pr.position) for p, pr in progress.items()]
-        return [
-            d
-            for d in _read(consumer, topic, starts)
-            if d.offset not in progress[d.partition].sent and flt.matches(d)
-        ]
+        for dead in _read(consumer, topic, starts):
+            if dead.offset not in progress[dead.partition].sent and flt.matches(dead):
+                found.append(dead)
+                if limit is not None and len(found) >= limit:
+                    break
     finally:
         consumer.close()
+    return found
 
 
 @dataclass

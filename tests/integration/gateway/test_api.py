@@ -12,31 +12,18 @@ from pathlib import Path
 import httpx
 import pytest
 
-from schemas import DocumentResult
+from schemas import DocumentResult, DocumentSubmitted, Operation, decode
+from streams.blobs import BlobStore
 from streams.settings import Settings
-from streams.topics import Topology
+from streams.topics import RAW, Topology
 from synth.pdf import report_pages, text_pdf
 from tests.support import agents as support
-from tests.support.gateway import Api, multipart, new_key, raw_doc_ids, start_api
+from tests.support.gateway import Api, multipart, new_key, raw_doc_ids
+from tests.support.pages import read_committed
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 OCR = {"operation": "ocr", "auto_rotate": "false", "text_layer": "only"}
-
-
-@pytest.fixture
-def api_dir(tmp_path: Path) -> Path:
-    return tmp_path / "api"
-
-
-@pytest.fixture
-def api(cli_env: Settings, topology: Topology, api_dir: Path) -> Iterator[Api]:
-    gateway = start_api(api_dir)
-    try:
-        gateway.wait_ready()
-        yield gateway
-    finally:
-        gateway.stop()
 
 
 @pytest.fixture
@@ -76,13 +63,16 @@ def test_an_upload_ends_with_its_result_and_markdown_for_its_tenant_only(
         assert "<!-- page 2 -->" in markdown.text
 
         events = client.get(f"/v1/documents/{doc_id}/events").text
-        assert events.startswith("event: result\ndata: ")
+        assert events.startswith("retry: 2000\n\nevent: result\ndata: ")
         assert json.loads(events.split("data: ", 1)[1])["result"]["doc_id"] == doc_id
 
-    with api.client(other) as client:  # another tenant's id answers as a missing one
-        for path in ("", "/markdown", "/events"):
-            answer = client.get(f"/v1/documents/{doc_id}{path}")
-            assert answer.status_code == 404, (path, answer.text)
+    # Another tenant's id answers as a missing one, to an admin key too (an operator
+    # replays dead letters; reading tenants' documents is not an operator's right).
+    for key in (other, new_key(api_dir, "ops", admin=True)):
+        with api.client(key) as client:
+            for path in ("", "/markdown", "/events", "/pages/1/image"):
+                answer = client.get(f"/v1/documents/{doc_id}{path}")
+                assert answer.status_code == 404, (path, answer.text)
     with api.client() as client:
         assert client.get(f"/v1/documents/{doc_id}").status_code == 401
 
@@ -198,3 +188,28 @@ def test_process_answers_the_result_or_202_when_it_has_not_ended_in_time(
     assert done.status_code == 200, done.text
     assert done.json()["state"] == "ended"
     assert done.json()["result"]["status"] == "completed"
+
+
+def test_a_json_submission_names_only_a_blob_of_the_store_by_its_content(
+    api: Api, cli_env: Settings, topology: Topology, api_dir: Path, tmp_path: Path
+) -> None:
+    store = BlobStore.from_settings(cli_env.blobs)
+    stored = store.put(text_pdf(report_pages(14, 1)))
+    elsewhere = tmp_path / "blobs" / "shared" / "other-tenant.pdf"  # under the root, unnamed
+    elsewhere.parent.mkdir(parents=True)
+    elsewhere.write_bytes(b"%PDF-1.7 another tenant's")
+    with api.client(new_key(api_dir, "acme")) as client:
+        by_path = client.post("/v1/documents", json={
+            "payload": {"uri": store.root + "/shared/other-tenant.pdf"}})  # fmt: skip
+        wrong_hash = client.post("/v1/documents", json={
+            "payload": {"uri": stored.uri, "sha256": "1" * 64}})  # fmt: skip
+        by_content = client.post("/v1/documents", json={
+            "payload": {"uri": stored.uri, "sha256": stored.sha256}})  # fmt: skip
+    assert by_path.status_code == 422 and "content address" in by_path.json()["detail"]
+    assert wrong_hash.status_code == 422
+    assert by_content.status_code == 202, by_content.text
+    # No operation given: `process`, as the spec says (not DocumentSubmitted's own default).
+    (raw,) = read_committed(cli_env, [topology.name(RAW)], expect=1, timeout_s=30)
+    record = decode(DocumentSubmitted, raw.value())
+    assert (record.doc_id, record.operation) == (by_content.json()["doc_id"], Operation.process)
+    assert record.tenant == "acme" and record.payload.uri == stored.uri

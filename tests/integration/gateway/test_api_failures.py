@@ -31,11 +31,6 @@ from tests.support.gateway import (
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 
-@pytest.fixture
-def api_dir(tmp_path: Path) -> Path:
-    return tmp_path / "api"
-
-
 def _started(api_dir: Path, **env: str) -> Api:
     api = start_api(api_dir, **env)
     api.wait_ready()

@@ -4,30 +4,18 @@ Markdown and the page image the OCR boxes belong to (real agents, real GPU node 
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
 from streams.settings import Settings
-from streams.topics import Topology
 from synth.dataset import generate
 from synth.pdf import report_pages, text_pdf
 from tests.support import agents as support
-from tests.support.gateway import Api, multipart, new_key, start_api
+from tests.support.gateway import Api, multipart, new_key
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
-
-
-@pytest.fixture
-def api(cli_env: Settings, topology: Topology, tmp_path: Path) -> Iterator[Api]:
-    gateway = start_api(tmp_path / "api")
-    try:
-        gateway.wait_ready()
-        yield gateway
-    finally:
-        gateway.stop()
 
 
 def test_a_scanned_page_s_image_and_markdown_come_back_over_http(

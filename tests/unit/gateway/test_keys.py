@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import stat
 from dataclasses import asdict
 from pathlib import Path
@@ -72,7 +73,8 @@ def test_the_keys_file_is_readable_by_its_owner_only_after_create_and_revoke(
     store.revoke(record.key_id)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     # The temporary file each write goes through is renamed over, never left beside it.
-    assert [p.name for p in path.parent.iterdir()] == ["keys.json"]
+    # No temporary file left beside it (the lock file stays: it holds no secret).
+    assert {p.name for p in path.parent.iterdir()} == {"keys.json", "keys.json.lock"}
 
 
 def test_a_revoked_key_no_longer_authenticates(path: Path) -> None:
@@ -247,3 +249,23 @@ def test_a_role_that_is_not_user_or_admin_is_refused_and_nothing_written(path: P
     with pytest.raises(ValueError, match="user, admin"):
         KeyStore(path).create("acme", "root")  # type: ignore[arg-type]
     assert not path.exists()
+
+
+def _create_many(path: Path, tenant: str, n: int) -> None:
+    store = KeyStore(path)
+    for _ in range(n):
+        store.create(tenant)
+
+
+def test_keys_created_by_processes_at_once_are_all_kept(path: Path) -> None:
+    # Two `pagestream api-keys create` at the same moment: neither loses the other's keys
+    # (nor a revocation), as a read-modify-write without a file lock would.
+    ctx = multiprocessing.get_context("fork")
+    workers = [ctx.Process(target=_create_many, args=(path, t, 25)) for t in ("acme", "other")]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(60)
+        assert w.exitcode == 0
+    tenants = [k.tenant for k in KeyStore(path).keys()]  # noqa: SIM118 - a method, not a dict
+    assert (tenants.count("acme"), tenants.count("other")) == (25, 25)

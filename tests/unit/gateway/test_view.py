@@ -81,11 +81,26 @@ def test_recent_lists_one_tenant_s_documents_newest_first(view: View) -> None:
     assert {r.doc_id for r in view.recent(None)} == {"d0", "d1", "d2"}
 
 
-def test_documents_ended_longer_ago_than_the_retention_leave_the_view(view: View) -> None:
+def test_documents_ended_or_still_longer_ago_than_the_retention_leave_the_view(
+    view: View,
+) -> None:
     now = datetime.now(UTC)
     _result(view, "old", tenant="acme", ended=now - timedelta(hours=2))
     _result(view, "new", tenant="acme", ended=now - timedelta(minutes=5))
-    view.note_submitted("running", "acme", time.time() - 10 * 3600)  # not ended: kept
+    view.note_submitted("running", "acme", time.time() - 60)
+    # Never ended and not moved for longer than the retention: lost, not in flight.
+    view.note_submitted("stale", "acme", time.time() - 10 * 3600)
+    _progress(view, doc_id="stale", page_no=1, pages_total=1, stage="ocr", at=NOW)
+    view._db.execute("UPDATE documents SET updated_at = ? WHERE doc_id = 'stale'",
+                     (time.time() - 10 * 3600,))  # fmt: skip
+    assert view.in_flight("acme") == 2
     view._expire()
-    assert view.document("old") is None
+    assert view.document("old") is None and view.document("stale") is None
     assert view.document("new") is not None and view.document("running") is not None
+    assert view.waiting("stale") == [] and view.in_flight("acme") == 1
+
+
+def test_a_page_record_arriving_after_the_result_is_not_waiting_anywhere(view: View) -> None:
+    _result(view, "d4", tenant="acme")
+    _progress(view, doc_id="d4", page_no=1, pages_total=2, stage="ocr", at=NOW)
+    assert view.waiting("d4") == []
