@@ -12,7 +12,6 @@ from starlette.concurrency import run_in_threadpool
 
 from gateway.context import Admin, ApiError, Caller, gateway_of
 from schemas import headers
-from streams.kafka import clients as kafka
 from streams.operations.dlq import DeadLetter, Filter, pending_dead, replay
 from streams.operations.lag import all_lag
 
@@ -89,7 +88,7 @@ def admin_routes(app: FastAPI) -> None:
         return [
             DocumentSummary(
                 doc_id=r.doc_id,
-                state="ended" if r.ended else "running" if r.pages_total else "submitted",
+                state=r.state,
                 status=r.status,
                 pages_total=r.pages_total,
                 pages_done=r.pages_done,
@@ -103,7 +102,7 @@ def admin_routes(app: FastAPI) -> None:
         """Consumer lag of this pipeline's groups, in records, per topic."""
         settings = gateway_of(request).settings
         prefix = settings.topics.prefix
-        groups = await run_in_threadpool(all_lag, kafka.admin(settings.kafka))
+        groups = await run_in_threadpool(all_lag, gateway_of(request).admin)
         views = []
         for group in groups:
             if prefix and not group.group.startswith(prefix):

@@ -46,6 +46,7 @@ from gateway.publish import Publisher
 from gateway.uploads import UploadError
 from gateway.view import View
 from streams.blobs import BlobStore, BlobStoreUnavailableError
+from streams.kafka import clients as kafka
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,7 @@ def create_app(settings: Settings, *, registry: CollectorRegistry | None = None)
             view=View(settings, settings.api.view_file),
             store=BlobStore.from_settings(settings.blobs),
             publisher=Publisher(settings),
+            admin=kafka.admin(settings.kafka),
             metrics=metrics,
             loop=asyncio.get_running_loop(),
         )

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Annotated
 
+from confluent_kafka.admin import AdminClient
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
@@ -45,6 +46,7 @@ class Gateway:
     view: View
     store: BlobStore
     publisher: Publisher
+    admin: AdminClient  # the operator's lag: one client for the process, not per request
     metrics: ApiMetrics
     _waiters: dict[str, set[asyncio.Event]] = field(default_factory=lambda: defaultdict(set))
     _buckets: dict[str, _Bucket] = field(default_factory=dict)

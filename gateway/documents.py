@@ -468,7 +468,6 @@ async def _status(gw: Gateway, row: DocumentRow) -> DocumentStatus:
             for w in gw.view.waiting(row.doc_id)
         ]
     )
-    state = "ended" if result is not None else "running" if row.pages_total else "submitted"
     done = (
         row.pages_done
         if row.pages_done is not None
@@ -476,7 +475,7 @@ async def _status(gw: Gateway, row: DocumentRow) -> DocumentStatus:
     )
     return DocumentStatus(
         doc_id=row.doc_id,
-        state=state,
+        state=row.state,
         pages_total=row.pages_total,
         pages_done=done,
         stages=stages,

@@ -176,7 +176,7 @@ async def receive(
             if receiver.complete:
                 break  # bytes after the closing boundary are not read (nor counted)
             if media_type is None and receiver.file is not None:
-                if len(receiver.pending) < _SNIFF_BYTES and not _file_ended(receiver):
+                if len(receiver.pending) < _SNIFF_BYTES and not receiver.file_done:
                     continue
                 media_type = _sniffed(bytes(receiver.pending[:_SNIFF_BYTES]))
                 writer = await run_in_threadpool(store.writer)
@@ -200,10 +200,6 @@ async def receive(
     finally:
         if writer is not None:
             await run_in_threadpool(writer.abort)
-
-
-def _file_ended(receiver: _Receiver) -> bool:
-    return receiver.file_done
 
 
 def _sniffed(head: bytes) -> str:

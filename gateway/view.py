@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -76,6 +77,10 @@ class Waiting:
     since: float  # epoch seconds: the oldest page's arrival in that stage
 
 
+# The columns of a DocumentRow, in its fields' order.
+_ROW = "doc_id, tenant, pages_total, pages_done, status, result, submitted_at, updated_at, ended_at"
+
+
 @dataclass(frozen=True)
 class DocumentRow:
     doc_id: str
@@ -91,6 +96,11 @@ class DocumentRow:
     @property
     def ended(self) -> bool:
         return self.result is not None
+
+    @property
+    def state(self) -> Literal["submitted", "running", "ended"]:
+        """Ended once its result is in; running once ingest has split it."""
+        return "ended" if self.ended else "running" if self.pages_total else "submitted"
 
 
 class View:
@@ -131,8 +141,7 @@ class View:
     def document(self, doc_id: str) -> DocumentRow | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT doc_id, tenant, pages_total, pages_done, status, result, submitted_at,"
-                " updated_at, ended_at FROM documents WHERE doc_id = ?",
+                f"SELECT {_ROW} FROM documents WHERE doc_id = ?",  # noqa: S608 - a constant
                 (doc_id,),
             ).fetchone()
         return DocumentRow(*row) if row else None
@@ -156,10 +165,7 @@ class View:
 
     def recent(self, tenant: str | None, limit: int = 50) -> list[DocumentRow]:
         """The latest documents of `tenant` (every tenant's for None), newest first."""
-        query = (
-            "SELECT doc_id, tenant, pages_total, pages_done, status, result, submitted_at,"
-            " updated_at, ended_at FROM documents"
-        )
+        query = f"SELECT {_ROW} FROM documents"  # noqa: S608 - a constant
         args: tuple[object, ...] = (limit,)
         if tenant is not None:
             query += " WHERE tenant = ?"
