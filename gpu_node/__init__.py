@@ -2,8 +2,8 @@
 
 - `gpu_node.node`: the loop (Kafka in, one model set, Kafka out, exactly once), its
   transactions, offset order, outcomes, partitions and the engine scheduler;
-- `gpu_node.models`: the page model, orientation, EasyOCR, and the registry that
-  loads them once per process;
+- `gpu_node.models`: the page model, the orientation model and methods, EasyOCR,
+  and the registry that loads them once per process;
 - `gpu_node.extraction`: field extraction engines (rules over OCR, VLMs, hybrid);
 - `gpu_node.dococr`: document OCR by a VLM (presets, reply parsing);
 - `gpu_node.offline`: the tools that make and check the models (training,

@@ -19,6 +19,7 @@ def register(app: typer.Typer) -> None:
     app.command("gpu-node")(gpu_node_cmd)
     app.command()(synth)
     app.command("train-classifier")(train_classifier)
+    app.command("train-orientation")(train_orientation)
     app.command("eval")(eval_models)
     app.command("build-tiny-vlm")(build_tiny_vlm_cmd)
 
@@ -114,6 +115,32 @@ def train_classifier(
         f"calibration error after them: type {report.ece[0]:.4f} rotation {report.ece[1]:.4f}"
     )
     out.print(report.format_confusion(), markup=False, highlight=False)
+    out.print(f"checkpoint: {out_path}")
+
+
+def train_orientation(
+    data: Annotated[Path, typer.Option(help="Upright page images, in any folders below")],
+    out_path: Annotated[Path, typer.Option("--out")],
+    epochs: Annotated[int, typer.Option(min=1)] = 4,
+    seed: Annotated[int, typer.Option()] = 0,
+    threads: Annotated[int | None, typer.Option(help="Default: one per core.")] = None,
+) -> None:
+    """Train the orientation model: tiles of print, turned, through a small CNN.
+
+    DATA holds upright pages (`python -m synth.pages_real`, `pagestream synth --upright
+    --unknown`); quarter turns are made while training. Needs the `models` extra."""
+    from gpu_node.offline.tile_training import train_text_tiles
+
+    logging.getLogger("gpu_node").setLevel(logging.INFO)
+    with progress_bar("training") as progress:
+        r = train_text_tiles(
+            data, out_path, epochs=epochs, seed=seed, threads=threads, on_progress=progress
+        )
+    out.print(
+        f"{r.tiles_train} tiles of {r.pages_train} pages, {r.epochs} epochs, {r.seconds:.0f}s; "
+        f"validation ({r.pages_val} pages x 4 turns): accuracy {r.val_accuracy:.4f}, "
+        f"{r.val_decided:.1%} decided at >= 0.9 ({r.val_decided_wrong} wrong), scale {r.scale}"
+    )
     out.print(f"checkpoint: {out_path}")
 
 

@@ -2,7 +2,8 @@
 and text, each model loaded once per process (`ModelRegistry`).
 
 The page model (`Classifier`: document type and orientation from one network), the
-orienters (`PageOrienter` asks the page model, `Orienter` reads text lines), EasyOCR
+orientation model (`TextTiles`: tiles of print at reading resolution), the orienters
+(`PageOrienter` asks a model, `Orienter` reads text lines), EasyOCR
 (`OcrEngine`), the device choice, image decoding and the calibration measures that
 training and evaluation share. Nothing here knows about Kafka.
 """
@@ -20,6 +21,7 @@ from gpu_node.models.images import ImageDecodeError, RGBArray, decode_image, rot
 from gpu_node.models.ocr import OcrEngine, load_reader
 from gpu_node.models.orientation import Orienter, PageOrienter, correct
 from gpu_node.models.registry import ModelRegistry
+from gpu_node.models.text_tiles import TextTiles
 
 __all__ = [
     "Classifier",
@@ -32,6 +34,7 @@ __all__ = [
     "PageOrienter",
     "PageReading",
     "RGBArray",
+    "TextTiles",
     "correct",
     "decode_image",
     "ece_of_logits",

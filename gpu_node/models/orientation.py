@@ -1,11 +1,12 @@
-"""Page orientation (0/90/180/270): the page model first, reading text when it is unsure.
+"""Page orientation (0/90/180/270): a model first, reading text when it is unsure.
 
-`PageOrienter` asks the page model's rotation head (gpu_node.models.classifier: one
-small CNN forward pass per page) and keeps its answer when the calibrated
-confidence reaches `min_confidence`; the other pages go to `Orienter`, the
-text-based method below, which is two orders of magnitude slower but reads
-the page, and its answer stands. The result says which method decided
-(`OrientationResult.method`).
+`PageOrienter` asks the orientation model (gpu_node.models.text_tiles: tiles of print
+at reading resolution through a small CNN) or, without one, the page model's rotation
+head (gpu_node.models.classifier: the whole page at 224 px), and keeps the answer when
+its calibrated confidence reaches `min_confidence`; the other pages go to `Orienter`,
+the text-based method below, which is two orders of magnitude slower but reads the
+page, and its answer stands. The result says which method decided
+(`OrientationResult.method`: "cnn" for either model).
 
 The text-based method: detect once, read a few lines. Reading the whole page
 under four rotations would cost four full OCR passes. Instead, per page:
@@ -43,6 +44,7 @@ from gpu_node.models.ocr import (
     recognize,
     to_grey,
 )
+from gpu_node.models.text_tiles import TextTiles
 from schemas.pages import OrientationResult, Rotation
 
 log = logging.getLogger(__name__)
@@ -168,7 +170,8 @@ class Orienter:
 
 
 class PageOrienter:
-    """The page model's rotation head, with the text-based method for the doubtful pages."""
+    """The orientation model (or the page model's rotation head), with the text-based
+    method for the doubtful pages."""
 
     def __init__(
         self,
@@ -176,19 +179,36 @@ class PageOrienter:
         text: Callable[[], Orienter],
         *,
         min_confidence: float,
+        tiles: TextTiles | None = None,
     ) -> None:
         self.model = model
         self._text = text  # built on first need: loading EasyOCR costs seconds
         self.min_confidence = min_confidence
+        self.tiles = tiles
+
+    @property
+    def by_model(self) -> bool:
+        return self.tiles is not None or self.model.orients
+
+    def prepare(self, image: RGBArray) -> None:
+        """The models' inputs of `image`, made ahead on the caller's thread."""
+        self.model.prepare(image)
+        if self.tiles is not None:
+            self.tiles.prepare(image)
 
     def read(self, images: Sequence[RGBArray]) -> list[PageReading]:
-        """Each page's orientation, and its type from the same forward pass (None with a
-        one-head checkpoint, which can only orient by text)."""
+        """Each page's orientation, and its type from the page model's forward pass
+        (None with a one-head checkpoint and no orientation model: those orient by text)."""
         if not images:
             return []
-        if not self.model.orients:
+        if not self.by_model:
             return [PageReading(None, r) for r in self._text().detect(images)]
         readings = self.model.read(images, batch_size=max(1, len(images)))
+        if self.tiles is not None:
+            readings = [
+                r._replace(orientation=o)
+                for r, o in zip(readings, self.tiles.detect(images), strict=True)
+            ]
         doubtful = [
             i
             for i, r in enumerate(readings)

@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from gpu_node.models.classifier import Classifier
 from gpu_node.models.device import DeviceChoice, select_device
+from gpu_node.models.images import RGBArray
 from gpu_node.models.ocr import OcrEngine, load_reader
 from gpu_node.models.orientation import Orienter, PageOrienter
 from gpu_node.models.rapid_ocr import RapidOcrEngine, load_rapid_ocr
+from gpu_node.models.text_tiles import TextTiles
 from streams.settings import ModelSettings
 
 if TYPE_CHECKING:
@@ -54,12 +56,25 @@ class ModelRegistry:
             self.classifier,
             lambda: self.text_orienter,
             min_confidence=self.settings.orientation_min_confidence,
+            tiles=self.text_tiles,
         )
 
-    @property
-    def orients_by_model(self) -> bool:
-        """Whether the orient stage asks the page model first (so its input helps)."""
-        return isinstance(self.orienter, PageOrienter) and self.classifier.orients
+    @cached_property
+    def text_tiles(self) -> TextTiles | None:
+        if self.settings.orientation != "cnn":
+            return None
+        path = self.settings.orientation_checkpoint
+        started = time.perf_counter()
+        model = TextTiles.load(path, self.device)
+        log.info("orientation model loaded from %s on %s in %.1fs", path, self.device.device,
+                 time.perf_counter() - started)  # fmt: skip
+        return model
+
+    def prepare_orient(self, image: RGBArray) -> None:
+        """The orient stage's model inputs of `image`, made ahead on the caller's thread
+        (nothing when only the text method orients)."""
+        if isinstance(self.orienter, PageOrienter) and self.orienter.by_model:
+            self.orienter.prepare(image)
 
     @cached_property
     def classifier(self) -> Classifier:

@@ -375,8 +375,11 @@ class GpuNode:
         # Stages after orient see the upright page; the stored image stays as submitted.
         if stage is not Stage.orient and page.orientation is not None:
             image = correct(image, page.orientation)
-        if stage is Stage.classify or (stage is Stage.orient and self.models.orients_by_model):
-            self.models.classifier.prepare(image)  # the page model's input, off its thread
+        # The models' inputs, made off their thread.
+        if stage is Stage.classify:
+            self.models.classifier.prepare(image)
+        elif stage is Stage.orient:
+            self.models.prepare_orient(image)
         return image
 
     # ---- commits ---------------------------------------------------------

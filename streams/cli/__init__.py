@@ -13,7 +13,7 @@
     pagestream agents                     one CPU agent worker (agents.py)
     pagestream up                         the whole pipeline locally with samples (up.py)
     pagestream gpu-node                   the GPU node              (gpu_node/cli.py)
-    pagestream synth | train-classifier | eval | build-tiny-vlm
+    pagestream synth | train-classifier | train-orientation | eval | build-tiny-vlm
                                           models and synthetic data (gpu_node/cli.py)
 
 What `results`, `up` and `lag` print is laid out in render.py; the consoles, the

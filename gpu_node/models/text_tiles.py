@@ -1,0 +1,249 @@
+"""Page orientation from tiles of text at reading resolution: the orientation model.
+
+The page model sees the whole page at 224 px, where a line of text is three pixels
+high: it finds the axis of the lines from the layout, but upright and upside down
+differ there only in where the blocks sit, which real pages do not share with the
+synthetic ones it learned from. Glyphs tell the direction on any page: ascenders
+outnumber descenders, capitals and punctuation sit on one side of the line. So this
+model looks at the ink itself:
+
+1. the page is scaled to `long_side` (about what ingest renders), in grey;
+2. it is cut into `tile` x `tile` squares and the ones that look most like print
+   are kept (some ink, many ink edges: text, not a photo or an empty margin), at most
+   `tiles_per_page`;
+3. a small CNN gives each tile the probabilities of the four quarter turns, and the
+   page's answer is their mean log-probability times a calibrated `scale` (a page
+   with more legible tiles is surer), through a softmax.
+
+A page with no tile of print gets confidence 0, which sends it to the text method.
+Training (`gpu_node.offline.tile_training`) cuts its tiles with `page_tiles`, so the
+two cannot disagree on what a tile is.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, get_args
+
+import numpy as np
+import numpy.typing as npt
+import torch
+from PIL import Image
+
+from gpu_node.models.device import DeviceChoice
+from gpu_node.models.images import RGBArray
+from schemas.pages import OrientationResult, Rotation
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_FORMAT = "pagestream-text-tiles/1"
+ROTATIONS: tuple[Rotation, ...] = get_args(Rotation)
+ARCH = "tilenet-5x3"
+TILE = 128
+LONG_SIDE = 1400
+TILES_PER_PAGE = 16
+# A tile of print has some ink but is not a solid block (0.02-0.4 of its pixels)...
+_INK_RANGE = (0.02, 0.4)
+# ...and many ink edges: letters change ink to paper every few pixels.
+_MIN_EDGES = 0.03
+# Ink is this much darker than the page's paper (grey levels).
+_INK_CONTRAST = 60
+_BATCH = 256
+_PREPARED_MAX = 64
+
+GreyTiles = npt.NDArray[np.uint8]  # (n, TILE, TILE)
+
+
+def page_grey(image: RGBArray | Image.Image, long_side: int = LONG_SIDE) -> npt.NDArray[np.uint8]:
+    """The page in grey, scaled so its longer side is `long_side` pixels."""
+    img = image if isinstance(image, Image.Image) else Image.fromarray(image)
+    grey = img.convert("L")
+    scale = long_side / max(grey.size)
+    if abs(scale - 1) > 0.02:
+        size = (max(1, round(grey.width * scale)), max(1, round(grey.height * scale)))
+        grey = grey.resize(size, Image.Resampling.BILINEAR)
+    return np.asarray(grey, dtype=np.uint8)
+
+
+def page_tiles(
+    grey: npt.NDArray[np.uint8], *, tile: int = TILE, limit: int = TILES_PER_PAGE
+) -> GreyTiles:
+    """The tiles of `grey` that look most like print, best first (possibly none)."""
+    h, w = grey.shape
+    rows, cols = h // tile, w // tile
+    if rows == 0 or cols == 0:
+        return np.zeros((0, tile, tile), dtype=np.uint8)
+    grid = grey[: rows * tile, : cols * tile].reshape(rows, tile, cols, tile).swapaxes(1, 2)
+    paper = float(np.percentile(grey, 90))
+    ink = grid < paper - _INK_CONTRAST
+    ink_share = ink.mean(axis=(2, 3))
+    across = np.abs(np.diff(ink, axis=3)).mean(axis=(2, 3))
+    down = np.abs(np.diff(ink, axis=2)).mean(axis=(2, 3))
+    edges = across + down
+    usable = (ink_share >= _INK_RANGE[0]) & (ink_share <= _INK_RANGE[1]) & (edges >= _MIN_EDGES)
+    score = np.where(usable, edges, -1.0).ravel()
+    best = [int(i) for i in np.argsort(-score, kind="stable")[:limit] if score[i] > 0]
+    flat = grid.reshape(rows * cols, tile, tile)
+    return np.ascontiguousarray(flat[best])
+
+
+def tiles_input(tiles: GreyTiles) -> torch.Tensor:
+    """uint8 tiles -> (n, 1, T, T) floats, ink bright on a dark ground, per-tile contrast."""
+    x = 255.0 - tiles.astype(np.float32)
+    lo = np.percentile(x, 5, axis=(1, 2), keepdims=True)
+    hi = np.percentile(x, 99, axis=(1, 2), keepdims=True)
+    x = np.clip((x - lo) / np.maximum(hi - lo, 16.0), 0.0, 1.0)
+    return torch.from_numpy(x[:, None])
+
+
+def turn_tiles(tiles: GreyTiles, rotation: int) -> GreyTiles:
+    """The tiles of a page turned so that `rotation` (clockwise) makes it upright again."""
+    return np.ascontiguousarray(np.rot90(tiles, k=rotation // 90, axes=(-2, -1)))
+
+
+def _block(c_in: int, c_out: int, stride: int) -> list[torch.nn.Module]:
+    return [torch.nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False),
+            torch.nn.BatchNorm2d(c_out), torch.nn.ReLU(inplace=True)]  # fmt: skip
+
+
+def build_net() -> torch.nn.Module:
+    """Five plain 3x3 convolutions (a receptive field of about three lines of print),
+    pooled, then the four turns. Plain convolutions, not a timm MobileNet: as cheap in
+    multiply-adds and four times faster to train on a CPU, where depthwise ones crawl."""
+    return torch.nn.Sequential(
+        *_block(1, 16, 2), *_block(16, 32, 2), *_block(32, 64, 2), *_block(64, 96, 2),
+        *_block(96, 128, 1), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+        torch.nn.Linear(128, len(ROTATIONS)),
+    )  # fmt: skip
+
+
+def page_log_probs(tile_logits: torch.Tensor, counts: Sequence[int]) -> list[torch.Tensor]:
+    """Each page's mean log-probability over its tiles (zeros for a page without any)."""
+    logp = torch.log_softmax(tile_logits.float(), dim=1)
+    out: list[torch.Tensor] = []
+    start = 0
+    for n in counts:
+        out.append(logp[start : start + n].mean(dim=0) if n else torch.zeros(len(ROTATIONS)))
+        start += n
+    return out
+
+
+class TextTiles:
+    """The orientation model: tiles of each page through one small CNN."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        *,
+        device: DeviceChoice,
+        scale: float,
+        tile: int = TILE,
+        long_side: int = LONG_SIDE,
+        tiles_per_page: int = TILES_PER_PAGE,
+    ) -> None:
+        self.model = model.to(device.device, device.dtype).eval()
+        self.device = device
+        self.scale = scale
+        self.tile = tile
+        self.long_side = long_side
+        self.tiles_per_page = tiles_per_page
+        # Tiles cut ahead by `prepare` (the GPU node's fetch threads), by id of the page
+        # array; the array is kept with them so a recycled id never matches a stranger.
+        self._prepared: OrderedDict[int, tuple[RGBArray, GreyTiles]] = OrderedDict()
+        self._prepared_lock = threading.Lock()
+
+    @classmethod
+    def load(cls, path: Path, device: DeviceChoice) -> TextTiles:
+        ckpt: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
+        if ckpt.get("format") != CHECKPOINT_FORMAT or ckpt.get("arch") != ARCH:
+            raise ValueError(f"{path}: not a {CHECKPOINT_FORMAT} checkpoint of {ARCH}")
+        model = build_net()
+        model.load_state_dict({k: v.float() if v.is_floating_point() else v
+                               for k, v in ckpt["state_dict"].items()})  # fmt: skip
+        return cls(
+            model,
+            device=device,
+            scale=float(ckpt["scale"]),
+            tile=int(ckpt["tile"]),
+            long_side=int(ckpt["long_side"]),
+            tiles_per_page=int(ckpt["tiles_per_page"]),
+        )
+
+    def tiles(self, image: RGBArray) -> GreyTiles:
+        return page_tiles(page_grey(image, self.long_side), tile=self.tile,
+                          limit=self.tiles_per_page)  # fmt: skip
+
+    def prepare(self, image: RGBArray) -> None:
+        """Cut `image`'s tiles now, for a later `detect` of the same array: scaling and
+        cutting a page costs more than the model call, and on the model's thread it
+        would cap the stage. Tiles not used soon are dropped; detect cuts them again."""
+        tiles = self.tiles(image)
+        with self._prepared_lock:
+            self._prepared[id(image)] = (image, tiles)
+            while len(self._prepared) > _PREPARED_MAX:
+                self._prepared.popitem(last=False)
+
+    def _take_tiles(self, image: RGBArray) -> GreyTiles:
+        with self._prepared_lock:
+            held = self._prepared.pop(id(image), None)
+        return held[1] if held is not None and held[0] is image else self.tiles(image)
+
+    @torch.inference_mode()
+    def logits(self, tiles: GreyTiles) -> torch.Tensor:
+        if not len(tiles):
+            return torch.zeros((0, len(ROTATIONS)))
+        parts = []
+        for start in range(0, len(tiles), _BATCH):
+            batch = tiles_input(tiles[start : start + _BATCH]).to(
+                self.device.device, self.device.dtype
+            )
+            parts.append(self.model(batch).float().cpu())
+        return torch.cat(parts)
+
+    def detect(self, images: Sequence[RGBArray]) -> list[OrientationResult]:
+        """The clockwise rotation that makes each page upright, with its confidence."""
+        if not images:
+            return []
+        started = time.perf_counter()
+        per_page = [self._take_tiles(im) for im in images]
+        counts = [len(t) for t in per_page]
+        logits = self.logits(np.concatenate(per_page) if sum(counts) else per_page[0])
+        results = []
+        for n, logp in zip(counts, page_log_probs(logits, counts), strict=True):
+            if n == 0:
+                results.append(OrientationResult.for_rotation(0, 0.0, method="cnn"))
+                continue
+            probs = torch.softmax(logp * self.scale, dim=0)
+            k = int(probs.argmax())
+            results.append(
+                OrientationResult.for_rotation(
+                    ROTATIONS[k], round(float(probs[k]), 4), method="cnn"
+                )
+            )
+        log.debug("text tiles: %d pages, %d tiles in %.2fs", len(images), sum(counts),
+                  time.perf_counter() - started)  # fmt: skip
+        return results
+
+
+def checkpoint_dict(
+    model: torch.nn.Module, *, scale: float, trained: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "format": CHECKPOINT_FORMAT,
+        "arch": ARCH,
+        "rotations": list(ROTATIONS),
+        "tile": TILE,
+        "long_side": LONG_SIDE,
+        "tiles_per_page": TILES_PER_PAGE,
+        "scale": scale,
+        "trained": trained,
+        "state_dict": {
+            k: v.detach().cpu().half() if v.is_floating_point() else v.detach().cpu()
+            for k, v in model.state_dict().items()
+        },
+    }
