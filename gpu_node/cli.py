@@ -187,7 +187,7 @@ def eval_models(
             f"{score.accuracy(['text pdf']):.3f}",
         )
     table.add_row("pages sent to the text-based orientation", f"{r.fallback_share:.3f}")
-    table.add_row("page model rotation calibration error (ECE)", f"{r.ece_rotation:.3f}")
+    table.add_row("rotation calibration error (ECE), model alone", f"{r.ece_rotation:.3f}")
     table.add_row("classifier accuracy (after orientation)", f"{r.classifier_accuracy:.3f}")
     table.add_row("classifier calibration error (ECE)", f"{r.ece_type:.3f}")
     table.add_row("unknown pages reported unknown", f"{r.unknown_recall:.3f}")

@@ -45,8 +45,9 @@ class OrientationResult(Model):
     rotation_degrees: Rotation  # clockwise correction applied to the page
     confidence: Confidence
     image_correction: str = Field(max_length=100)  # human-readable, e.g. "rotated 90 clockwise"
-    # Which method decided: the page model's rotation head ("cnn"), or reading text
-    # under each candidate angle ("text", when the page model was not confident enough).
+    # Which method decided: a model ("cnn": the orientation model, or the page model's
+    # rotation head), or reading text under each candidate angle ("text", when the
+    # model was not confident enough).
     method: OrientationMethod | None = None
 
     @classmethod

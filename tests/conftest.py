@@ -41,7 +41,7 @@ from tests.support.vlm import TINY_KV_CACHE_BYTES, TINY_MAX_PIXELS, TINY_MIN_PIX
 # Fixtures that load model weights, train or start vLLM (each closure includes its own
 # dependencies, so a fixture built on these is covered too).
 MODEL_FIXTURES = frozenset({
-    "easyocr_reader", "page_model", "model_registry", "node_factory",
+    "easyocr_reader", "page_model", "text_tiles", "model_registry", "node_factory",
     "tiny_vlm_dir", "tiny_writer_vlm_dir", "vllm_server",
 })  # fmt: skip
 # vLLM users share one xdist worker: one `vllm serve` and one tiny checkpoint per run.

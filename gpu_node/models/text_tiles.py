@@ -12,10 +12,11 @@ model looks at the ink itself:
    are kept (some ink, many ink edges: text, not a photo or an empty margin), at most
    `tiles_per_page`;
 3. a small CNN gives each tile the probabilities of the four quarter turns, and the
-   page's answer is their mean log-probability times a calibrated `scale` (a page
-   with more legible tiles is surer), through a softmax.
+   page's answer is their mean log-probability times a calibrated `scale` (shrunk for a
+   page with fewer tiles), through a softmax (`page_answer`).
 
-A page with no tile of print gets confidence 0, which sends it to the text method.
+A page with no tile of print gets confidence 0, and one whose tiles do not vote for
+the answer by two thirds at most their share: both go to the text method.
 Training (`gpu_node.offline.tile_training`) cuts its tiles with `page_tiles`, so the
 two cannot disagree on what a tile is.
 """
@@ -53,6 +54,8 @@ _INK_RANGE = (0.02, 0.4)
 _MIN_EDGES = 0.03
 # Ink is this much darker than the page's paper (grey levels).
 _INK_CONTRAST = 60
+# Share of a page's tiles that must vote for its answer for the model to be sure of it.
+MAJORITY = 2 / 3
 _BATCH = 256
 _PREPARED_MAX = 64
 
@@ -78,7 +81,10 @@ def page_tiles(
     rows, cols = h // tile, w // tile
     if rows == 0 or cols == 0:
         return np.zeros((0, tile, tile), dtype=np.uint8)
-    grid = grey[: rows * tile, : cols * tile].reshape(rows, tile, cols, tile).swapaxes(1, 2)
+    # Centred, so that a turned page is cut into the same tiles, turned.
+    top, left = (h - rows * tile) // 2, (w - cols * tile) // 2
+    used = grey[top : top + rows * tile, left : left + cols * tile]
+    grid = used.reshape(rows, tile, cols, tile).swapaxes(1, 2)
     paper = float(np.percentile(grey, 90))
     ink = grid < paper - _INK_CONTRAST
     ink_share = ink.mean(axis=(2, 3))
@@ -122,15 +128,27 @@ def build_net() -> torch.nn.Module:
     )  # fmt: skip
 
 
-def page_log_probs(tile_logits: torch.Tensor, counts: Sequence[int]) -> list[torch.Tensor]:
-    """Each page's mean log-probability over its tiles (zeros for a page without any)."""
+def page_answer(
+    tile_logits: torch.Tensor, scale: float, full: int = TILES_PER_PAGE
+) -> tuple[int, float]:
+    """A page's turn (an index into ROTATIONS) and its confidence, from its tiles' logits.
+
+    The softmax of the tiles' mean log-probability times `scale`, the scale shrunk for a
+    page with fewer than `full` tiles (fewer witnesses); and when fewer than two thirds
+    of the tiles vote for the answer, the confidence is at most their share: tiles that are
+    each sure but disagree make a doubtful page, not a sure one.
+    """
+    n = len(tile_logits)
+    if n == 0:
+        return 0, 0.0
     logp = torch.log_softmax(tile_logits.float(), dim=1)
-    out: list[torch.Tensor] = []
-    start = 0
-    for n in counts:
-        out.append(logp[start : start + n].mean(dim=0) if n else torch.zeros(len(ROTATIONS)))
-        start += n
-    return out
+    probs = torch.softmax(logp.mean(dim=0) * scale * min(1.0, n / full), dim=0)
+    k = int(probs.argmax())
+    confidence = float(probs[k])
+    votes = float((logp.argmax(dim=1) == k).float().mean())
+    if votes < MAJORITY:
+        confidence = min(confidence, votes)
+    return k, confidence
 
 
 class TextTiles:
@@ -214,16 +232,12 @@ class TextTiles:
         counts = [len(t) for t in per_page]
         logits = self.logits(np.concatenate(per_page) if sum(counts) else per_page[0])
         results = []
-        for n, logp in zip(counts, page_log_probs(logits, counts), strict=True):
-            if n == 0:
-                results.append(OrientationResult.for_rotation(0, 0.0, method="cnn"))
-                continue
-            probs = torch.softmax(logp * self.scale, dim=0)
-            k = int(probs.argmax())
+        start = 0
+        for n in counts:
+            k, confidence = page_answer(logits[start : start + n], self.scale, self.tiles_per_page)
+            start += n
             results.append(
-                OrientationResult.for_rotation(
-                    ROTATIONS[k], round(float(probs[k]), 4), method="cnn"
-                )
+                OrientationResult.for_rotation(ROTATIONS[k], round(confidence, 4), method="cnn")
             )
         log.debug("text tiles: %d pages, %d tiles in %.2fs", len(images), sum(counts),
                   time.perf_counter() - started)  # fmt: skip

@@ -4,8 +4,9 @@ Pages are generated at all four rotations with a seed training never used: the
 known document types plus `unknown` pages (blank, photos, screenshots, other
 paperwork). Orientation runs first and everything after it sees the corrected
 page, as in the pipeline. Orientation is measured three ways on the same pages:
-the text-based method alone, the page model alone, and the orient stage as
-configured (the page model, with the text-based method for its doubtful pages).
+the text-based method alone, the model the orient stage asks alone (the orientation
+model, or the page model's rotation head with `orientation=page`), and the orient
+stage as configured (that model, with the text-based method for its doubtful pages).
 A second set checks orientation away from ID documents: born-digital text PDFs
 (synth's report pages, rasterized as ingest does), turned by each quarter turn.
 
@@ -45,7 +46,7 @@ from synth.pdf import report_pages, text_pdf
 EXACT_MATCH_FIELDS = ("cpf", "birth_date", "name", "rg_number", "issue_date")
 TEXT_PDF_DPI = 100
 # Orientation methods, as reported.
-TEXT, CNN, STAGE = "text", "page model", "stage (model + text fallback)"
+TEXT, CNN, STAGE = "text", "model alone", "stage (model + text fallback)"
 
 
 @dataclass
@@ -170,9 +171,9 @@ def evaluate(
     steps.advance()
     if isinstance(stage, PageOrienter):
         report.fallback_share = _share(o.method == "text" for o in orientations)
-        readings = registry.classifier.read(pages)
-        model_only = [r.orientation for r in readings if r.orientation is not None]
-        score(CNN, model_only, registry.classifier.orient(pdf_images))
+        model = _orientation_model(registry, stage)
+        model_only = model(pages)
+        score(CNN, model_only, model(pdf_images))
         report.ece_rotation = expected_calibration_error(
             [model_only[i].confidence for i in scored],
             [model_only[i].rotation_degrees == turns[i] for i in scored],
@@ -252,10 +253,7 @@ def _throughput(
     if compare_text:
         models[f"orientation: {TEXT}"] = (registry.text_orienter.detect, raw)
     if isinstance(registry.orienter, PageOrienter):
-        models[f"orientation: {CNN}"] = (
-            lambda b: registry.classifier.orient(b, batch_size=len(b)),
-            raw,
-        )
+        models[f"orientation: {CNN}"] = (_orientation_model(registry, registry.orienter), raw)
     models[f"orientation: {STAGE}"] = (registry.orienter.detect, raw)
     models["classifier"] = (lambda b: registry.classifier.predict(b, batch_size=len(b)), upright)
     models["ocr"] = (registry.ocr.read, upright)
@@ -264,6 +262,16 @@ def _throughput(
         name: (_pages_per_s(fn, pages, 1), _pages_per_s(fn, pages, 16))
         for name, (fn, pages) in models.items()
     }
+
+
+def _orientation_model(
+    registry: ModelRegistry, stage: PageOrienter
+) -> Callable[[list[RGBArray]], list[OrientationResult]]:
+    """What the stage asks before the text method: the orientation model, or the page
+    model's rotation head."""
+    if stage.tiles is not None:
+        return stage.tiles.detect
+    return lambda batch: registry.classifier.orient(batch, batch_size=len(batch))
 
 
 def _share(flags: Iterable[bool]) -> float:

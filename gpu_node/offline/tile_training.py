@@ -32,8 +32,8 @@ from gpu_node.models.text_tiles import (
     GreyTiles,
     build_net,
     checkpoint_dict,
+    page_answer,
     page_grey,
-    page_log_probs,
     page_tiles,
     tiles_input,
     turn_tiles,
@@ -100,23 +100,21 @@ def _fit_scale(logps: torch.Tensor, labels: torch.Tensor) -> float:
 
 
 @torch.inference_mode()
-def _page_logps(
+def _page_logits(
     model: torch.nn.Module, pages: Sequence[GreyTiles]
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mean tile log-probabilities of every page at every turn, and the turns."""
+) -> list[tuple[torch.Tensor, int]]:
+    """The tile logits of every page at every turn (none for a page without tiles),
+    each with the index of its turn."""
     model.eval()
-    rows: list[torch.Tensor] = []
-    labels: list[int] = []
+    out: list[tuple[torch.Tensor, int]] = []
     for k, rotation in enumerate(ROTATIONS):
-        turned = [turn_tiles(t, rotation) for t in pages if len(t)]
-        counts = [len(t) for t in turned]
-        flat = np.concatenate(turned)
-        logits = torch.cat(
-            [model(tiles_input(flat[i : i + 256])) for i in range(0, len(flat), 256)]
-        )
-        rows.extend(page_log_probs(logits, counts))
-        labels.extend([k] * len(turned))
-    return torch.stack(rows), torch.tensor(labels)
+        for tiles in pages:
+            if not len(tiles):
+                out.append((torch.zeros((0, len(ROTATIONS))), k))
+                continue
+            x = tiles_input(turn_tiles(tiles, rotation))
+            out.append((model(x).float(), k))
+    return out
 
 
 def train_text_tiles(
@@ -138,6 +136,8 @@ def train_text_tiles(
         torch.set_num_threads(threads)
     val_files, train_files = split_pages(data, rng, val_share)
     tiles = [t for t in (_train_tiles(p, rng) for p in train_files) if len(t)]
+    if not tiles:
+        raise ValueError(f"no page under {data} shows any print to cut tiles from")
     pool = np.concatenate(tiles)
     val_pages = [_val_tiles(p) for p in val_files]
     log.info("tiles: %d from %d training pages; %d validation pages",
@@ -196,16 +196,21 @@ def split_pages(data: Path, rng: random.Random, val_share: float) -> tuple[list[
 
 
 def calibrate(model: torch.nn.Module, val_pages: Sequence[GreyTiles]) -> dict[str, Any]:
-    """The fitted scale, and the validation figures at it (TileReport's fields)."""
-    logps, labels = _page_logps(model, val_pages)
-    scale = _fit_scale(logps, labels)
-    conf, pred = torch.softmax(logps * scale, dim=1).max(dim=1)
-    decided = conf >= 0.9
+    """The fitted scale, and the validation figures at it (TileReport's fields): every
+    page at every turn counts, a page without tiles as undecided."""
+    pages = _page_logits(model, val_pages)
+    with_tiles = [(logits, k) for logits, k in pages if len(logits)]
+    if not with_tiles:
+        raise ValueError("no validation page shows any print to cut tiles from")
+    means = torch.stack([torch.log_softmax(t, dim=1).mean(dim=0) for t, _ in with_tiles])
+    scale = _fit_scale(means, torch.tensor([k for _, k in with_tiles]))
+    answers = [(page_answer(t, scale), k) for t, k in pages]
+    decided = [(turn == k) for (turn, conf), k in answers if conf >= 0.9]
     return {
         "scale": scale,
-        "val_accuracy": round(float((pred == labels).float().mean()), 4),
-        "val_decided": round(float(decided.float().mean()), 4),
-        "val_decided_wrong": int((decided & (pred != labels)).sum()),
+        "val_accuracy": round(sum(turn == k for (turn, _), k in answers) / len(answers), 4),
+        "val_decided": round(len(decided) / len(answers), 4),
+        "val_decided_wrong": decided.count(False),
     }
 
 

@@ -60,7 +60,7 @@ def test_orient_stage_finds_each_rotation(settings, topology: Topology, node_fac
         assert page.orientation is not None
         # synth rotates counter-clockwise by `rotation`; the correction is clockwise.
         assert page.orientation.rotation_degrees == d.rotation
-        assert page.orientation.method == "cnn"  # the page model was sure: no text read
+        assert page.orientation.method == "cnn"  # the orientation model was sure: no text read
         if d.rotation == 0:
             # Upright: the orient pass's type is what classify would say; the page skips it.
             assert page.classification is not None

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pymupdf
 import pytest
+import torch
 from PIL import Image, ImageDraw
 
 from gpu_node.models.classifier import Classifier
@@ -19,6 +20,7 @@ from gpu_node.models.text_tiles import (
     TextTiles,
     build_net,
     checkpoint_dict,
+    page_answer,
     page_grey,
     page_tiles,
     turn_tiles,
@@ -50,6 +52,40 @@ def test_tiles_are_cut_from_print_not_from_blocks_or_blank_paper() -> None:
         assert 0.02 <= ink <= 0.4  # neither the solid block (1.0) nor paper (0.0)
 
 
+@pytest.mark.parametrize("rotation", ROTATIONS)
+def test_a_turned_page_is_cut_into_the_same_tiles_turned(rotation: Rotation) -> None:
+    # Print only near the bottom edge, where a grid anchored at one corner loses a strip.
+    page = np.full((1000, 1400), 255, dtype=np.uint8)
+    img = Image.fromarray(page)
+    draw = ImageDraw.Draw(img)
+    for y in (930, 955):
+        draw.text((40, y), "Print near the edge of the page, two lines of it " * 3, fill=0)
+    upright = np.asarray(img)
+    seen = np.ascontiguousarray(np.rot90(upright, k=rotation // 90))
+    assert len(page_tiles(seen)) == len(page_tiles(upright)) > 0
+
+
+def _logits(votes: list[int]) -> torch.Tensor:
+    # Each tile sure of its own turn.
+    out = torch.full((len(votes), 4), -8.0)
+    out[torch.arange(len(votes)), torch.tensor(votes)] = 8.0
+    return out
+
+
+def test_a_page_answer_needs_tiles_that_agree_and_enough_of_them() -> None:
+    turn, sure = page_answer(_logits([2] * 16), scale=6.0)
+    assert turn == 2 and sure > 0.99
+    # Each tile sure, but split 10:6: not two thirds, not sure enough to turn the page.
+    turn, split = page_answer(_logits([2] * 10 + [0] * 6), scale=6.0)
+    assert turn == 2 and split < 0.9
+    assert page_answer(_logits([2] * 8 + [0] * 8), scale=6.0)[1] <= 0.5
+    assert page_answer(_logits([2] * 11 + [0] * 5), scale=6.0)[1] > 0.9
+    # One lukewarm tile is one witness, not a page's worth.
+    lukewarm = torch.log(torch.tensor([[0.5, 0.3, 0.1, 0.1]]))
+    assert page_answer(lukewarm, scale=6.0)[1] < 0.9
+    assert page_answer(torch.zeros((0, 4)), scale=6.0) == (0, 0.0)
+
+
 def test_a_blank_or_tiny_page_has_no_tiles() -> None:
     assert len(page_tiles(np.full((1400, 1000), 250, dtype=np.uint8))) == 0
     assert len(page_tiles(np.zeros((40, 40), dtype=np.uint8))) == 0
@@ -67,8 +103,6 @@ def test_a_page_without_print_gets_no_confidence_and_a_checkpoint_round_trips(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "o.pt"
-    import torch
-
     torch.save(checkpoint_dict(build_net(), scale=3.0, trained={}), path)
     model = TextTiles.load(path, select_device("cpu"))
     assert model.scale == 3.0
@@ -80,8 +114,6 @@ def test_a_page_without_print_gets_no_confidence_and_a_checkpoint_round_trips(
 
 
 def test_a_page_model_checkpoint_is_refused(tmp_path: Path) -> None:
-    import torch
-
     path = tmp_path / "c.pt"
     torch.save({"format": "pagestream-pages/2", "arch": "mobilenetv3_small_100"}, path)
     with pytest.raises(ValueError, match="not a pagestream-text-tiles"):
