@@ -10,7 +10,8 @@ Two entry points, one Markdown:
 - `layout_markdown`: pages with a usable text layer (ingest's render processes);
 - `markdown_from_lines`: a page read by an OCR engine on the GPU node. Its lines are
   written as text onto an empty page of the same proportions, and the same model lays
-  them out, so a scanned table becomes a table and a scanned running head is dropped.
+  them out, so a scanned table becomes a table and a scanned running head is dropped
+  (columns set a word space apart are split first: streams/media/columns.py).
 
 Page headers, footers and page numbers are dropped unless `keep_headers`; then they are
 kept as HTML comments (`<!-- page-header: ... -->`), out of the rendered text but there
@@ -40,6 +41,7 @@ from pymupdf import Document, Font, Matrix, Point, Rect
 from pymupdf4llm.helpers import document_layout
 
 from schemas.pages import OcrBox
+from streams.media.columns import regions
 from streams.media.tables import repaired
 
 log = logging.getLogger(__name__)
@@ -137,7 +139,17 @@ def _word_share(markdown: str, pdf_page: Any) -> float:
 def markdown_from_lines(width: int, height: int, lines: Sequence[OcrBox], *,
                         keep_headers: bool) -> str:  # fmt: skip
     """Markdown of a page `width` x `height` pixels whose text lines an OCR engine read
-    (boxes in the page's pixels)."""
+    (boxes in the page's pixels). Columns set closer than the layout model sees are laid
+    out one after another (streams/media/columns.py)."""
+    parts = (
+        _markdown_of_lines(round(r.right - r.left), height, r.shifted(), keep_headers)
+        for r in regions(lines, width)
+    )
+    return "\n\n".join(part for part in parts if part)
+
+
+def _markdown_of_lines(width: int, height: int, lines: Sequence[OcrBox],
+                       keep_headers: bool) -> str:  # fmt: skip
     scale = _LONG_SIDE_PT / max(width, height, 1)
     doc: Any = Document()  # type: ignore[no-untyped-call]
     try:

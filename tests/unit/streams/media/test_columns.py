@@ -1,0 +1,65 @@
+"""Columns of OCR lines a word space apart: found, split, and read one after another."""
+
+from __future__ import annotations
+
+from schemas.pages import OcrBox
+from streams.media import layout
+from streams.media.columns import narrow_gutters, regions
+
+WIDTH, HEIGHT = 1600, 2000
+# Two columns of a magazine: lines 310 px long, 10 px apart (a word space at this size).
+LEFT = [f"left column line {i:02d} of the first article here" for i in range(14)]
+RIGHT = [f"right column line {i:02d} of the second story there" for i in range(14)]
+
+
+def _line(text: str, x0: int, x1: int, y: int, h: int = 24) -> OcrBox:
+    return OcrBox(text=text, confidence=0.9, box=[(x0, y), (x1, y), (x1, y + h), (x0, y + h)])
+
+
+def _magazine(gap: int = 10) -> list[OcrBox]:
+    lines = []
+    for i, (a, b) in enumerate(zip(LEFT, RIGHT, strict=True)):
+        y = 300 + i * 30
+        lines.append(_line(a, 100, 700, y))
+        lines.append(_line(b, 700 + gap, 1310 + gap, y))
+    return lines
+
+
+def test_two_columns_a_word_space_apart_are_found_and_split() -> None:
+    lines = _magazine()
+    ((g0, g1),) = narrow_gutters(lines, WIDTH)
+    assert 700 <= g0 < g1 <= 712
+    left, right = regions(lines, WIDTH)
+    assert [b.text for b in left.lines] == LEFT and [b.text for b in right.lines] == RIGHT
+    assert min(p[0] for b in right.shifted() for p in b.box) < 20  # measured from its edge
+
+
+def test_a_wide_gap_labels_and_values_and_a_few_lines_are_left_whole() -> None:
+    # The layout model already sees a wide gap between columns.
+    assert narrow_gutters(_magazine(gap=120), WIDTH) == []
+    # A form: short labels, their values a word space to the right.
+    form = [_line("Name:", 100, 190, 300 + i * 30) for i in range(12)]
+    form += [_line(f"value {i}", 200, 330, 300 + i * 30) for i in range(12)]
+    assert narrow_gutters(form, WIDTH) == []
+    assert len(regions(form, WIDTH)) == 1
+    assert narrow_gutters(_magazine()[:8], WIDTH) == []
+
+
+def test_a_headline_over_both_columns_goes_first_and_a_caption_under_them_last() -> None:
+    head = _line("A headline across both columns of the page", 100, 1320, 200, h=60)
+    foot = _line("A caption under both columns", 100, 1320, 900)
+    first, last = regions([head, *_magazine(), foot], WIDTH)
+    assert first.lines[0] is head and [b.text for b in first.lines[1:]] == LEFT
+    assert [b.text for b in last.lines] == [*RIGHT, foot.text]
+    assert first.left == 0 and first.right >= 1320 and last.left <= 100
+    md = " ".join(layout.markdown_from_lines(WIDTH, HEIGHT, [head, *_magazine(), foot],
+                                             keep_headers=False).split())  # fmt: skip
+    assert md.find(head.text) < md.find(LEFT[0]) < md.find(RIGHT[-1]) < md.find(foot.text)
+
+
+def test_ocr_markdown_reads_one_column_before_the_next() -> None:
+    md = " ".join(
+        layout.markdown_from_lines(WIDTH, HEIGHT, _magazine(), keep_headers=False).split()
+    )
+    positions = [md.find(text) for text in LEFT + RIGHT]
+    assert -1 not in positions and positions == sorted(positions)
