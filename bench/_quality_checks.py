@@ -129,8 +129,13 @@ def plain_text(markdown: str) -> str:
     """Normalised text without table syntax or HTML tags: what character error is taken on."""
     lines = [ln for ln in markdown.splitlines() if not re.fullmatch(r"[\s|:-]*-{3,}[\s|:-]*", ln)]
     text = "\n".join(ln.replace("|", " ") for ln in lines)
-    text = re.sub(r"<[^>]+>", " ", re.sub(r"<!--.*?-->", " ", text, flags=re.S))
+    text = re.sub(r"<!--.*?-->", " ", text, flags=re.S)
+    # Inline marks sit inside a word ("Shaffer<sup>1</sup>,"); cells and breaks part words.
+    text = re.sub(r"<[^>]+>", " ", _INLINE_TAG.sub("", text))
     return normalize(text)
+
+
+_INLINE_TAG = re.compile(r"</?(?:sup|sub|b|i|u|em|strong|mark|s|span|a)\b[^>]*>", re.I)
 
 
 def _threshold(needle: str, max_diffs: int) -> float:

@@ -3,15 +3,22 @@
 Magazines set their columns closer than the layout model expects (10 px of a 1,600 px
 page). An OCR engine reads each column's lines as separate boxes, but laid out together
 (streams/media/layout.py) a line and its neighbour in the next column become one line
-across the gutter, and the page reads across its columns. So the lines are split at
-such gutters first, and each column is laid out as a page of its own; lines that cross
-a gutter (a headline, or a first row the engine read as one line) are laid out with
-the first column when they start by the columns' first line, with the last otherwise.
+across the gutter, or the blocks of both columns are read row by row, and the page reads
+across its columns. So the lines are split at such gutters first, and each column is
+laid out as a page of its own:
+- the columns begin at the first row where two of them meet; lines crossing a gutter
+  above that row (a headline, a grid of authors, a first row the engine read as one
+  line), with what stands beside them, are laid out with the first column;
+- a line crossing a gutter lower down with text on both sides is the caption of a photo
+  the columns wrap round: the captions follow the columns;
+- other lines crossing a gutter lower down are laid out with the last column.
 
-A gutter here: a strip no more than `MAX_CROSSING` lines cross, narrower than `NARROW`
-of the page width (wider ones the layout model already sees), with `MIN_PAIRS` lines
-ending at its left side by side with lines starting at its right, each side's lines
-long (`MIN_LINE_SHARE`): two columns of text, not labels and their values.
+A gutter here: a strip no more than `MAX_CROSSING` lines cross (captions aside),
+narrower than `NARROW` of the page width (wider ones the layout model already sees),
+with `MIN_PAIRS` lines ending at its left side by side with lines starting at its right,
+each side's lines long (`MIN_LINE_SHARE`): two columns of text, not labels and their
+values. On bench/quality's scans the magazines' gutters measure 0.5 to 2.1 % of the
+page width and a two-column paper's 2.4 % (split too, and read as before).
 """
 
 from __future__ import annotations
@@ -24,8 +31,10 @@ import numpy as np
 
 from schemas.pages import OcrBox
 
-NARROW = 0.015
+NARROW = 0.03
 MAX_CROSSING = 2
+# Lines of a caption between columns that may cross a gutter besides.
+MAX_EMBEDDED = 12
 MIN_PAIRS = 5
 MIN_LINE_SHARE = 0.1
 # A column's lines end (start) within this share of the page width of its gutter.
@@ -72,42 +81,76 @@ def narrow_gutters(lines: Sequence[OcrBox], width: int) -> list[tuple[float, flo
     lo = max(0, int(min(b[0] for b in boxes)))
     hi = min(width, int(max(b[2] for b in boxes)))
     gutters: list[tuple[float, float]] = []
-    start: int | None = None
-    for i, free in enumerate([*(cover[lo:hi] <= MAX_CROSSING).tolist(), False]):
-        if free and start is None:
-            start = i
-        elif not free and start is not None:
-            g0, g1 = lo + start, lo + i
-            start = None
-            if g0 > lo and g1 - g0 <= NARROW * width and _columns_meet(boxes, g0, g1, width):
+    # A caption set between the columns crosses the gutter line after line; such lines
+    # have text beside them on both sides, so the strip is searched again letting
+    # that many more lines cross it, narrowest strip first.
+    for allowed in range(MAX_CROSSING, MAX_CROSSING + MAX_EMBEDDED + 1):
+        for g0, g1 in _free_runs(cover[lo:hi] <= allowed, lo):
+            if any(g0 < b and a < g1 for a, b in gutters):
+                continue
+            if (
+                g0 > lo
+                and g1 - g0 <= NARROW * width
+                and _meeting_rows(boxes, g0, g1, width)
+                and sum(not _flanked(boxes, c) for c in _crossing(boxes, g0, g1)) <= MAX_CROSSING
+            ):
                 gutters.append((float(g0), float(g1)))
-    return gutters
+    return sorted(gutters)
 
 
-def _columns_meet(boxes: Sequence[_Extent], g0: float, g1: float, width: int) -> bool:
+def _free_runs(free: np.ndarray, offset: int) -> list[tuple[int, int]]:
+    runs: list[tuple[int, int]] = []
+    start: int | None = None
+    for i, is_free in enumerate([*free.tolist(), False]):
+        if is_free and start is None:
+            start = i
+        elif not is_free and start is not None:
+            runs.append((offset + start, offset + i))
+            start = None
+    return runs
+
+
+def _crossing(boxes: Sequence[_Extent], g0: float, g1: float) -> list[_Extent]:
+    return [b for b in boxes if b[0] < g1 and b[2] > g0]
+
+
+def _flanked(boxes: Sequence[_Extent], line: _Extent) -> bool:
+    """Whether other lines stand left and right of `line` at its height: a caption
+    between columns rather than a headline across them."""
+    beside = [b for b in boxes if _same_row(b, line)]
+    return any(b[2] < line[0] for b in beside) and any(b[0] > line[2] for b in beside)
+
+
+def _same_row(a: _Extent, b: _Extent) -> bool:
+    return min(a[3], b[3]) - max(a[1], b[1]) > 0.5 * min(a[3] - a[1], b[3] - b[1])
+
+
+def _meeting_rows(boxes: Sequence[_Extent], g0: float, g1: float, width: int) -> list[_Extent]:
+    """The lines that end at the strip's left beside lines that start at its right, when
+    they are two columns of text (enough such rows, long lines on both sides); else []."""
     near = _NEAR * width
     ending = [b for b in boxes if g0 - near <= b[2] <= g0 + 1]
     starting = [b for b in boxes if g1 - 1 <= b[0] <= g1 + near]
     if not ending or not starting:
-        return False
+        return []
     long_enough = MIN_LINE_SHARE * width
     if min(statistics.median(b[2] - b[0] for b in side) for side in (ending, starting)) < (
         long_enough
     ):
-        return False
-    pairs = 0
-    for _, ry0, _, ry1 in starting:
-        for _, ly0, _, ly1 in ending:
-            if min(ry1, ly1) - max(ry0, ly0) > 0.5 * min(ry1 - ry0, ly1 - ly0):
-                pairs += 1
-                break
-    return pairs >= MIN_PAIRS
+        return []
+    rows: list[_Extent] = []
+    for right in starting:
+        left = next((b for b in ending if _same_row(b, right)), None)
+        if left is not None:
+            rows += [left, right]
+    return rows if len(rows) >= 2 * MIN_PAIRS else []
 
 
 def regions(lines: Sequence[OcrBox], width: int) -> list[Region]:
     """`lines` in the regions to lay out one after another: the whole page when no
     narrow gutter splits it; else each column left to right, the first one with the
-    lines crossing a gutter above the columns, the last with the other crossing lines."""
+    lines crossing a gutter above the columns, the last with the other crossing lines,
+    then the captions set between the columns."""
     gutters = narrow_gutters(lines, width)
     if not gutters:
         return [Region(0, width, list(lines))]
@@ -123,9 +166,22 @@ def regions(lines: Sequence[OcrBox], width: int) -> list[Region]:
             if min(x1, edges[i + 1]) - max(x0, edges[i]) >= _OWN * max(x1 - x0, 1.0)
         ]
         (columns[inside[0]] if inside else crossing).append(line)
-    top = min((_extent(line)[1] for column in columns for line in column), default=0.0)
-    above = [line for line in crossing if _starts_by(line, top)]
-    below = [line for line in crossing if not _starts_by(line, top)]
+    boxes = [_extent(line) for line in lines]
+    # The columns begin at the first row where two of them meet; lines crossing a
+    # gutter above it are a title, a grid of authors or a first row read as one line,
+    # and what stands beside them belongs with them, not with the columns. Below it,
+    # a line with text on both sides is a caption between the columns.
+    rows = [row for g0, g1 in gutters for row in _meeting_rows(boxes, g0, g1, width)]
+    top = min(row[1] for row in rows)
+    above = [line for line in crossing if _middle(line) < top]
+    between = [line for line in crossing
+               if _middle(line) >= top and _flanked(boxes, _extent(line))]  # fmt: skip
+    below = [line for line in crossing if _middle(line) >= top and line not in between]
+    if above:
+        cut = max(_extent(line)[3] for line in above)
+        above += [line for column in columns for line in column if _middle(line) < cut]
+        columns = [[line for line in column if _middle(line) >= cut] for column in columns]
+        above.sort(key=_middle)
     out = [Region(edges[i], edges[i + 1], c) for i, c in enumerate(columns) if c]
     # Crossing lines are laid out with the first column (above) or the last (below):
     # alone on a page, a line at its top or foot is taken for a running head or a
@@ -138,11 +194,12 @@ def regions(lines: Sequence[OcrBox], width: int) -> list[Region]:
         last = out[-1]
         left = min(last.left, *(_extent(line)[0] for line in below))
         out[-1] = Region(max(0.0, left), float(width), last.lines + below)
+    # A caption set between the columns (of a photo they wrap round) follows them.
+    if between:
+        out.append(Region(0.0, float(width), between))
     return out
 
 
-def _starts_by(line: OcrBox, top: float) -> bool:
-    """Whether `line` starts no lower than half a line below `top`: above the columns,
-    or their first row read as one line across the gutter."""
+def _middle(line: OcrBox) -> float:
     _, y0, _, y1 = _extent(line)
-    return y0 <= top + 0.5 * (y1 - y0)
+    return (y0 + y1) / 2

@@ -42,6 +42,7 @@ from pymupdf4llm.helpers import document_layout
 
 from schemas.pages import OcrBox
 from streams.media.columns import regions
+from streams.media.styled_words import join_styled_words
 from streams.media.tables import repaired
 
 log = logging.getLogger(__name__)
@@ -118,9 +119,11 @@ def _parsed_markdown(doc: Any, pages: Sequence[int], keep_headers: bool, *,
     )  # fmt: skip
     out = {}
     for page in parsed.pages:
-        tables = html_tables and _repair_tables(page, doc[page.page_number - 1])
-        out[page.page_number] = (tidy_text_layer(_page_markdown(parsed, page, keep_headers)),
-                                 tables)  # fmt: skip
+        pdf_page = doc[page.page_number - 1]
+        tables = html_tables and _repair_tables(page, pdf_page)
+        words = {w[4] for w in pdf_page.get_text("words")}
+        markdown = join_styled_words(_page_markdown(parsed, page, keep_headers), words)
+        out[page.page_number] = (tidy_text_layer(markdown), tables)
     return out
 
 

@@ -185,6 +185,9 @@ def test_cer_is_zero_for_the_truth_and_ignores_markdown_syntax() -> None:
     truth = "Model Year\nAlpha 2019\n"
     assert cer("| **Model** | Year |\n|---|---|\n| Alpha | 2019 |", truth) == 0.0
     assert plain_text("# Title\n\n<b>x</b>") == "Title x"
+    # An inline mark sits inside its word; a cell or a break parts words.
+    assert plain_text("Shaffer<sup>1.</sup>, Grant") == "Shaffer1., Grant"
+    assert plain_text("<td>a</td><td>b</td>c<br>d") == "a b c d"
 
 
 def test_cer_counts_edits_over_the_truth_and_is_capped_at_one() -> None:

@@ -63,3 +63,34 @@ def test_ocr_markdown_reads_one_column_before_the_next() -> None:
     )
     positions = [md.find(text) for text in LEFT + RIGHT]
     assert -1 not in positions and positions == sorted(positions)
+
+
+def test_a_caption_between_columns_wrapped_round_a_figure_follows_them() -> None:
+    # Rows 5 to 9 make room for a photo between the columns; its caption crosses the
+    # gutter line after line, with each column's text beside it.
+    lines, caption = [], []
+    for i, (a, b) in enumerate(zip(LEFT, RIGHT, strict=True)):
+        y = 300 + i * 30
+        wrapped = 5 <= i <= 9
+        lines.append(_line(a, 100, 450 if wrapped else 700, y))
+        lines.append(_line(b, 960 if wrapped else 710, 1320, y))
+        if wrapped:
+            caption.append(_line(f"CAPTION WORDS {i}", 560, 850, y))
+    assert len(narrow_gutters(lines + caption, WIDTH)) == 1
+    left, right, below = regions(lines + caption, WIDTH)
+    assert [b.text for b in left.lines] == LEFT and [b.text for b in right.lines] == RIGHT
+    assert below.lines == caption
+    md = " ".join(layout.markdown_from_lines(WIDTH, HEIGHT, lines + caption,
+                                             keep_headers=False).split())  # fmt: skip
+    assert md.find(LEFT[-1]) < md.find(RIGHT[0]) < md.find(RIGHT[-1]) < md.find("CAPTION")
+
+
+def test_a_grid_of_authors_above_the_columns_stays_together_before_them() -> None:
+    # The middle author stands over the gutter with the others beside it: above the
+    # columns that is a grid of authors, not a caption between them.
+    title = _line("A title across both columns of the page", 100, 1320, 150, h=60)
+    authors = [_line("First Author", 150, 450, 240), _line("Middle Author", 560, 860, 240),
+               _line("Last Author", 960, 1260, 240)]  # fmt: skip
+    first, last = regions([title, *authors, *_magazine()], WIDTH)
+    assert {id(b) for b in first.lines[:4]} == {id(b) for b in [title, *authors]}
+    assert [b.text for b in first.lines[4:]] == LEFT and [b.text for b in last.lines] == RIGHT
