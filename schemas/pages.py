@@ -84,6 +84,12 @@ class OcrBox(Model):
     # may be slightly negative: detectors can overshoot the image edge.
     box: Annotated[list[Point], Field(min_length=4, max_length=4)]
 
+    def extent(self) -> tuple[float, float, float, float]:
+        """The box's axis-aligned bounds: x0, y0, x1, y1."""
+        xs = [p[0] for p in self.box]
+        ys = [p[1] for p in self.box]
+        return min(xs), min(ys), max(xs), max(ys)
+
 
 BlockKind = Literal["title", "text", "table", "figure", "formula", "list", "caption", "header",
                    "footer"]  # fmt: skip

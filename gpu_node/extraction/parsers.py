@@ -222,9 +222,7 @@ class Box:
 
     @classmethod
     def of(cls, box: OcrBox) -> Box:
-        xs = [p[0] for p in box.box]
-        ys = [p[1] for p in box.box]
-        return cls(box.text, min(xs), min(ys), max(xs), max(ys))
+        return cls(box.text, *box.extent())
 
     @property
     def height(self) -> float:

@@ -16,8 +16,6 @@ preprocess differently. Checkpoints of the one-head format
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, get_args
@@ -29,14 +27,13 @@ from PIL import Image
 
 from gpu_node.models.device import DeviceChoice
 from gpu_node.models.images import RGBArray
+from gpu_node.models.prepared import PreparedInputs
 from schemas import ClassificationResult, DocumentType, OrientationResult
 from schemas.pages import Rotation
 
 CHECKPOINT_FORMAT = "pagestream-pages/2"
 LEGACY_FORMAT = "pagestream-classifier/1"
 ROTATIONS: tuple[Rotation, ...] = get_args(Rotation)
-# Prepared inputs kept for reading (Classifier.prepare): a few batches' worth, ~0.6 MB each.
-_PREPARED_MAX = 64
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 _FILL = (128, 128, 128)
@@ -120,10 +117,7 @@ class Classifier:
         self.mean, self.std = tuple(mean), tuple(std)
         self.device = device
         self.temperatures = temperatures  # (type head, rotation head)
-        # Inputs prepared ahead by `prepare` (another thread), by id of the page array;
-        # the array is kept with its input so a recycled id never matches a stranger.
-        self._prepared: OrderedDict[int, tuple[RGBArray, torch.Tensor]] = OrderedDict()
-        self._prepared_lock = threading.Lock()
+        self.prepared = PreparedInputs(self._input)
 
     @property
     def orients(self) -> bool:
@@ -160,28 +154,12 @@ class Classifier:
         )
 
     def prepare(self, image: RGBArray) -> None:
-        """Make the model input of `image` now, for a later `read` of the same array.
-
-        The GPU node calls it from its fetch threads, beside decoding: resizing and
-        normalizing a page costs about a third of the model call on a CPU, and far more
-        than the forward pass on a GPU, so done on the model's thread it would cap the
-        stage. Inputs not read soon are dropped (`_PREPARED_MAX`): read makes them again.
-        """
-        tensor = self._input(image)
-        with self._prepared_lock:
-            self._prepared[id(image)] = (image, tensor)
-            while len(self._prepared) > _PREPARED_MAX:
-                self._prepared.popitem(last=False)
+        """Make the model input of `image` now (the GPU node's fetch threads), for a
+        later `read` of the same array (gpu_node/models/prepared.py)."""
+        self.prepared.prepare(image)
 
     def _input(self, image: RGBArray) -> torch.Tensor:
         return to_input(Image.fromarray(image), self.input_size, self.mean, self.std)
-
-    def _take_input(self, image: RGBArray) -> torch.Tensor:
-        with self._prepared_lock:
-            held = self._prepared.pop(id(image), None)
-        if held is not None and held[0] is image:
-            return held[1]
-        return self._input(image)
 
     @torch.inference_mode()
     def read(self, images: Sequence[RGBArray], batch_size: int = 16) -> list[PageReading]:
@@ -190,7 +168,7 @@ class Classifier:
         t_type, t_rot = self.temperatures
         for start in range(0, len(images), batch_size):
             chunk = images[start : start + batch_size]
-            batch = torch.stack([self._take_input(im) for im in chunk]).to(
+            batch = torch.stack([self.prepared.take(im) for im in chunk]).to(
                 self.device.device, self.device.dtype
             )
             type_logits, rot_logits = self.model(batch)

@@ -14,6 +14,8 @@ import numpy.typing as npt
 from PIL import Image, UnidentifiedImageError
 
 RGBArray = npt.NDArray[np.uint8]
+# Files the offline tools (training, evaluation on real pages) read as page images.
+IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp"})
 
 
 class ImageDecodeError(ValueError):

@@ -24,9 +24,7 @@ two cannot disagree on what a tile is.
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, get_args
@@ -38,6 +36,7 @@ from PIL import Image
 
 from gpu_node.models.device import DeviceChoice
 from gpu_node.models.images import RGBArray
+from gpu_node.models.prepared import PreparedInputs
 from schemas.pages import OrientationResult, Rotation
 
 log = logging.getLogger(__name__)
@@ -57,7 +56,6 @@ _INK_CONTRAST = 60
 # Share of a page's tiles that must vote for its answer for the model to be sure of it.
 MAJORITY = 2 / 3
 _BATCH = 256
-_PREPARED_MAX = 64
 
 GreyTiles = npt.NDArray[np.uint8]  # (n, TILE, TILE)
 
@@ -170,10 +168,7 @@ class TextTiles:
         self.tile = tile
         self.long_side = long_side
         self.tiles_per_page = tiles_per_page
-        # Tiles cut ahead by `prepare` (the GPU node's fetch threads), by id of the page
-        # array; the array is kept with them so a recycled id never matches a stranger.
-        self._prepared: OrderedDict[int, tuple[RGBArray, GreyTiles]] = OrderedDict()
-        self._prepared_lock = threading.Lock()
+        self.prepared = PreparedInputs(self.tiles)
 
     @classmethod
     def load(cls, path: Path, device: DeviceChoice) -> TextTiles:
@@ -197,19 +192,10 @@ class TextTiles:
                           limit=self.tiles_per_page)  # fmt: skip
 
     def prepare(self, image: RGBArray) -> None:
-        """Cut `image`'s tiles now, for a later `detect` of the same array: scaling and
-        cutting a page costs more than the model call, and on the model's thread it
-        would cap the stage. Tiles not used soon are dropped; detect cuts them again."""
-        tiles = self.tiles(image)
-        with self._prepared_lock:
-            self._prepared[id(image)] = (image, tiles)
-            while len(self._prepared) > _PREPARED_MAX:
-                self._prepared.popitem(last=False)
-
-    def _take_tiles(self, image: RGBArray) -> GreyTiles:
-        with self._prepared_lock:
-            held = self._prepared.pop(id(image), None)
-        return held[1] if held is not None and held[0] is image else self.tiles(image)
+        """Cut `image`'s tiles now (the GPU node's fetch threads), for a later `detect`
+        of the same array: scaling and cutting a page costs more than the model call
+        (gpu_node/models/prepared.py)."""
+        self.prepared.prepare(image)
 
     @torch.inference_mode()
     def logits(self, tiles: GreyTiles) -> torch.Tensor:
@@ -228,7 +214,7 @@ class TextTiles:
         if not images:
             return []
         started = time.perf_counter()
-        per_page = [self._take_tiles(im) for im in images]
+        per_page = [self.prepared.take(im) for im in images]
         counts = [len(t) for t in per_page]
         logits = self.logits(np.concatenate(per_page) if sum(counts) else per_page[0])
         results = []

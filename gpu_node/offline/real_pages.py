@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpu_node.models.images import RGBArray, decode_image, rotate
+from gpu_node.models.images import IMAGE_SUFFIXES, RGBArray, decode_image, rotate
 from gpu_node.models.orientation import PageOrienter
 from schemas.pages import OrientationResult
 from synth.doctypes import ROTATIONS
@@ -38,7 +38,6 @@ log = logging.getLogger(__name__)
 
 RENDER_PX = 1600  # the long side ingest renders PDF pages at for operation ocr (Options.target_px)
 MAX_PIXELS = 40_000_000
-IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp"})
 MANIFEST = "pages.jsonl"
 
 

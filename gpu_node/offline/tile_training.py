@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from gpu_node.models.images import IMAGE_SUFFIXES
 from gpu_node.models.text_tiles import (
     LONG_SIDE,
     ROTATIONS,
@@ -41,7 +42,6 @@ from gpu_node.models.text_tiles import (
 
 log = logging.getLogger(__name__)
 
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 # Training pages are scaled to a longer side in this range, so print of every size
 # lands in tiles at some scale the model has seen.
 TRAIN_LONG_SIDE = (1000, 1900)

@@ -63,18 +63,12 @@ class Region:
         ]
 
 
-def _extent(line: OcrBox) -> _Extent:
-    xs = [p[0] for p in line.box]
-    ys = [p[1] for p in line.box]
-    return min(xs), min(ys), max(xs), max(ys)
-
-
 def narrow_gutters(lines: Sequence[OcrBox], width: int) -> list[tuple[float, float]]:
     """The narrow gutters between columns of `lines` on a page `width` pixels wide, as
     (left, right) x ranges, left to right."""
     if width <= 0 or len(lines) < 2 * MIN_PAIRS:
         return []
-    boxes = [_extent(line) for line in lines]
+    boxes = [line.extent() for line in lines]
     cover = np.zeros(width + 2, dtype=np.int32)
     for x0, _, x1, _ in boxes:
         cover[max(0, int(x0)) : max(0, min(width + 1, int(np.ceil(x1)) + 1))] += 1
@@ -158,7 +152,7 @@ def regions(lines: Sequence[OcrBox], width: int) -> list[Region]:
     columns: list[list[OcrBox]] = [[] for _ in range(len(gutters) + 1)]
     crossing: list[OcrBox] = []
     for line in lines:
-        x0, _, x1, _ = _extent(line)
+        x0, _, x1, _ = line.extent()
         # Mostly inside one column: its own (detectors overshoot a little).
         inside = [
             i
@@ -166,7 +160,7 @@ def regions(lines: Sequence[OcrBox], width: int) -> list[Region]:
             if min(x1, edges[i + 1]) - max(x0, edges[i]) >= _OWN * max(x1 - x0, 1.0)
         ]
         (columns[inside[0]] if inside else crossing).append(line)
-    boxes = [_extent(line) for line in lines]
+    boxes = [line.extent() for line in lines]
     # The columns begin at the first row where two of them meet; lines crossing a
     # gutter above it are a title, a grid of authors or a first row read as one line,
     # and what stands beside them belongs with them, not with the columns. Below it,
@@ -175,10 +169,10 @@ def regions(lines: Sequence[OcrBox], width: int) -> list[Region]:
     top = min(row[1] for row in rows)
     above = [line for line in crossing if _middle(line) < top]
     between = [line for line in crossing
-               if _middle(line) >= top and _flanked(boxes, _extent(line))]  # fmt: skip
+               if _middle(line) >= top and _flanked(boxes, line.extent())]  # fmt: skip
     below = [line for line in crossing if _middle(line) >= top and line not in between]
     if above:
-        cut = max(_extent(line)[3] for line in above)
+        cut = max(line.extent()[3] for line in above)
         above += [line for column in columns for line in column if _middle(line) < cut]
         columns = [[line for line in column if _middle(line) >= cut] for column in columns]
         above.sort(key=_middle)
@@ -188,11 +182,11 @@ def regions(lines: Sequence[OcrBox], width: int) -> list[Region]:
     # footer and dropped.
     if above:
         first = out[0]
-        right = max(first.right, *(_extent(line)[2] for line in above))
+        right = max(first.right, *(line.extent()[2] for line in above))
         out[0] = Region(0, min(float(width), right), above + first.lines)
     if below:
         last = out[-1]
-        left = min(last.left, *(_extent(line)[0] for line in below))
+        left = min(last.left, *(line.extent()[0] for line in below))
         out[-1] = Region(max(0.0, left), float(width), last.lines + below)
     # A caption set between the columns (of a photo they wrap round) follows them.
     if between:
@@ -201,5 +195,5 @@ def regions(lines: Sequence[OcrBox], width: int) -> list[Region]:
 
 
 def _middle(line: OcrBox) -> float:
-    _, y0, _, y1 = _extent(line)
+    _, y0, _, y1 = line.extent()
     return (y0 + y1) / 2

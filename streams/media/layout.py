@@ -174,9 +174,7 @@ def _write_line(page: Any, line: OcrBox, scale: float) -> bool:
     text = " ".join(line.text.split())
     if not text or not line.box:
         return False
-    xs = [p[0] * scale for p in line.box]
-    ys = [p[1] * scale for p in line.box]
-    rect: Any = Rect(min(xs), min(ys), max(xs), max(ys))  # type: ignore[no-untyped-call]
+    rect: Any = Rect(*(v * scale for v in line.extent()))  # type: ignore[no-untyped-call]
     if rect.width < 1 or rect.height < 1:
         return False
     fontsize = rect.height

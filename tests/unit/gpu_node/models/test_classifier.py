@@ -56,10 +56,10 @@ def test_inputs_prepared_ahead_are_read_once_and_mean_the_same(
     for im in images:
         page_model.prepare(im)  # as the GPU node's fetch threads do
     assert page_model.read(images) == fresh
-    assert not page_model._prepared  # taken by the read, not left behind
+    assert not len(page_model.prepared)  # taken by the read, not left behind
     # A different array never picks up another page's input, and the cache stays bounded.
     for _ in range(100):
         page_model.prepare(np.zeros((8, 8, 3), dtype=np.uint8))
-    assert len(page_model._prepared) <= 64
+    assert len(page_model.prepared) <= 64
     assert page_model.read([images[0]]) == fresh[:1]
-    page_model._prepared.clear()
+    page_model.prepared.clear()
