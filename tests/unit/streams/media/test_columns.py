@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from schemas.pages import OcrBox
 from streams.media import layout
 from streams.media.columns import narrow_gutters, regions
@@ -94,3 +97,26 @@ def test_a_grid_of_authors_above_the_columns_stays_together_before_them() -> Non
     first, last = regions([title, *authors, *_magazine()], WIDTH)
     assert {id(b) for b in first.lines[:4]} == {id(b) for b in [title, *authors]}
     assert [b.text for b in first.lines[4:]] == LEFT and [b.text for b in last.lines] == RIGHT
+
+
+_COORD = st.integers(min_value=-5, max_value=WIDTH + 5)
+
+
+@st.composite
+def _page_lines(draw: st.DrawFn) -> list[OcrBox]:
+    """Columns a word space apart (so gutters are found), then lines anywhere."""
+    lines = _magazine(gap=draw(st.integers(min_value=4, max_value=40)))
+    for i in range(draw(st.integers(min_value=0, max_value=30))):
+        x0, x1 = sorted((draw(_COORD), draw(_COORD)))
+        y = draw(st.integers(min_value=0, max_value=HEIGHT))
+        lines.append(_line(f"extra {i}", x0, x1, y, h=draw(st.integers(0, 80))))
+    return draw(st.permutations(lines))
+
+
+@settings(max_examples=200, deadline=None)
+@given(_page_lines())
+def test_every_line_lands_in_exactly_one_region(lines: list[OcrBox]) -> None:
+    out = regions(lines, WIDTH)
+    placed = [id(line) for region in out for line in region.lines]
+    assert sorted(placed) == sorted(id(line) for line in lines)
+    assert all(0 <= r.left < r.right <= WIDTH for r in out)
