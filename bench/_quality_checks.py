@@ -98,9 +98,10 @@ _EMPHASIS = (
     re.compile(r"(?<![\\\w_])_(?=[^\s_])(.+?)(?<=[^\s_\\])_(?!\w)"),
     re.compile(r"~~(?=\S)(.+?)(?<=\S)~~"),
 )
-_INLINE_TAGS = re.compile(
-    r"</?(?:b|i|u|s|em|strong|sup|sub|span|mark|small|code|p|div|h[1-6])(?:\s[^>]*)?/?>", re.I
-)
+# Tags that mark text inside a line ("Shaffer<sup>1</sup>,"): removed without a space.
+_INLINE = "a|b|i|u|s|em|strong|sup|sub|span|mark|small|code"
+_INLINE_TAGS = re.compile(rf"</?(?:{_INLINE}|p|div|h[1-6])(?:\s[^>]*)?/?>", re.I)
+_WORD_TAGS = re.compile(rf"</?(?:{_INLINE})(?:\s[^>]*)?/?>", re.I)
 
 
 def normalize(text: str) -> str:
@@ -130,12 +131,9 @@ def plain_text(markdown: str) -> str:
     lines = [ln for ln in markdown.splitlines() if not re.fullmatch(r"[\s|:-]*-{3,}[\s|:-]*", ln)]
     text = "\n".join(ln.replace("|", " ") for ln in lines)
     text = re.sub(r"<!--.*?-->", " ", text, flags=re.S)
-    # Inline marks sit inside a word ("Shaffer<sup>1</sup>,"); cells and breaks part words.
-    text = re.sub(r"<[^>]+>", " ", _INLINE_TAG.sub("", text))
+    # Inline marks sit inside a word; cells, paragraphs and breaks part words.
+    text = re.sub(r"<[^>]+>", " ", _WORD_TAGS.sub("", text))
     return normalize(text)
-
-
-_INLINE_TAG = re.compile(r"</?(?:sup|sub|b|i|u|em|strong|mark|s|span|a)\b[^>]*>", re.I)
 
 
 def _threshold(needle: str, max_diffs: int) -> float:

@@ -23,6 +23,7 @@ page width and a two-column paper's 2.4 % (split too, and read as before).
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -75,6 +76,8 @@ def narrow_gutters(lines: Sequence[OcrBox], width: int) -> list[tuple[float, flo
     lo = max(0, int(min(b[0] for b in boxes)))
     hi = min(width, int(max(b[2] for b in boxes)))
     gutters: list[tuple[float, float]] = []
+    # A strip free at one level is often the same strip at the next: judge it once.
+    judged: dict[tuple[int, int], bool] = {}
     # A caption set between the columns crosses the gutter line after line; such lines
     # have text beside them on both sides, so the strip is searched again letting
     # that many more lines cross it, narrowest strip first.
@@ -82,12 +85,15 @@ def narrow_gutters(lines: Sequence[OcrBox], width: int) -> list[tuple[float, flo
         for g0, g1 in _free_runs(cover[lo:hi] <= allowed, lo):
             if any(g0 < b and a < g1 for a, b in gutters):
                 continue
-            if (
-                g0 > lo
-                and g1 - g0 <= NARROW * width
-                and _meeting_rows(boxes, g0, g1, width)
-                and sum(not _flanked(boxes, c) for c in _crossing(boxes, g0, g1)) <= MAX_CROSSING
-            ):
+            if (g0, g1) not in judged:
+                judged[g0, g1] = (
+                    g0 > lo
+                    and g1 - g0 <= NARROW * width
+                    and bool(_meeting_rows(boxes, g0, g1, width))
+                    and sum(not _flanked(boxes, c) for c in _crossing(boxes, g0, g1))
+                    <= MAX_CROSSING
+                )
+            if judged[g0, g1]:
                 gutters.append((float(g0), float(g1)))
     return sorted(gutters)
 
@@ -149,6 +155,9 @@ def regions(lines: Sequence[OcrBox], width: int) -> list[Region]:
     if not gutters:
         return [Region(0, width, list(lines))]
     edges = [0.0, *((g0 + g1) / 2 for g0, g1 in gutters), float(width)]
+    # A line past the page's edge (detectors overshoot it) still belongs to the column
+    # at that edge: the outer edges are open.
+    bounds = [-math.inf, *edges[1:-1], math.inf]
     columns: list[list[OcrBox]] = [[] for _ in range(len(gutters) + 1)]
     crossing: list[OcrBox] = []
     for line in lines:
@@ -157,7 +166,7 @@ def regions(lines: Sequence[OcrBox], width: int) -> list[Region]:
         inside = [
             i
             for i in range(len(columns))
-            if min(x1, edges[i + 1]) - max(x0, edges[i]) >= _OWN * max(x1 - x0, 1.0)
+            if min(x1, bounds[i + 1]) - max(x0, bounds[i]) >= _OWN * max(x1 - x0, 1.0)
         ]
         (columns[inside[0]] if inside else crossing).append(line)
     boxes = [line.extent() for line in lines]
@@ -167,16 +176,25 @@ def regions(lines: Sequence[OcrBox], width: int) -> list[Region]:
     # a line with text on both sides is a caption between the columns.
     rows = [row for g0, g1 in gutters for row in _meeting_rows(boxes, g0, g1, width)]
     top = min(row[1] for row in rows)
-    above = [line for line in crossing if _middle(line) < top]
-    between = [line for line in crossing
-               if _middle(line) >= top and _flanked(boxes, line.extent())]  # fmt: skip
-    below = [line for line in crossing if _middle(line) >= top and line not in between]
+    above: list[OcrBox] = []
+    between: list[OcrBox] = []
+    below: list[OcrBox] = []
+    for line in crossing:
+        if _middle(line) < top:
+            above.append(line)
+        elif _flanked(boxes, line.extent()):
+            between.append(line)
+        else:
+            below.append(line)
     if above:
-        cut = max(line.extent()[3] for line in above)
-        above += [line for column in columns for line in column if _middle(line) < cut]
-        columns = [[line for line in column if _middle(line) >= cut] for column in columns]
+        rows_above = [line.extent() for line in above]
+        above += [line for column in columns for line in column if _beside(line, rows_above)]
+        taken = {id(line) for line in above}
+        columns = [[line for line in column if id(line) not in taken] for column in columns]
         above.sort(key=_middle)
     out = [Region(edges[i], edges[i + 1], c) for i, c in enumerate(columns) if c]
+    if not out:  # every column line stood beside a line above the columns
+        out = [Region(0.0, 0.0, [])]
     # Crossing lines are laid out with the first column (above) or the last (below):
     # alone on a page, a line at its top or foot is taken for a running head or a
     # footer and dropped.
@@ -197,3 +215,9 @@ def regions(lines: Sequence[OcrBox], width: int) -> list[Region]:
 def _middle(line: OcrBox) -> float:
     _, y0, _, y1 = line.extent()
     return (y0 + y1) / 2
+
+
+def _beside(line: OcrBox, rows: list[_Extent]) -> bool:
+    """Whether `line` stands at the height of one of `rows` (a normal-height row)."""
+    box = line.extent()
+    return any(_same_row(box, r) and r[3] - r[1] <= 2 * (box[3] - box[1]) for r in rows)

@@ -52,10 +52,13 @@ def _word_end(tokens: list[str], i: int, words: Collection[str]) -> int:
     plain = _plain(tokens[i])
     styled = _styled(tokens[i])
     end = i
+    if not plain:  # a blank ("____"), a stray mark or an indent: nothing to join
+        return end
     for j in range(i + 1, min(len(tokens), i + _MAX_PIECES)):
-        if not tokens[j]:
+        piece = _plain(tokens[j])
+        if not piece:
             break
-        plain += _plain(tokens[j])
+        plain += piece
         styled = styled or _styled(tokens[j])
         if styled and plain in words:
             end = j

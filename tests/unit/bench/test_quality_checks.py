@@ -188,6 +188,7 @@ def test_cer_is_zero_for_the_truth_and_ignores_markdown_syntax() -> None:
     # An inline mark sits inside its word; a cell or a break parts words.
     assert plain_text("Shaffer<sup>1.</sup>, Grant") == "Shaffer1., Grant"
     assert plain_text("<td>a</td><td>b</td>c<br>d") == "a b c d"
+    assert plain_text("x<code>y</code>z <a href='u'>link</a>s") == "xyz links"
 
 
 def test_cer_counts_edits_over_the_truth_and_is_capped_at_one() -> None:

@@ -57,7 +57,8 @@ def test_a_headline_over_both_columns_goes_first_and_a_caption_under_them_last()
     assert first.left == 0 and first.right >= 1320 and last.left <= 100
     md = " ".join(layout.markdown_from_lines(WIDTH, HEIGHT, [head, *_magazine(), foot],
                                              keep_headers=False).split())  # fmt: skip
-    assert md.find(head.text) < md.find(LEFT[0]) < md.find(RIGHT[-1]) < md.find(foot.text)
+    positions = [md.find(text) for text in (head.text, LEFT[0], RIGHT[-1], foot.text)]
+    assert -1 not in positions and positions == sorted(positions)
 
 
 def test_ocr_markdown_reads_one_column_before_the_next() -> None:
@@ -85,7 +86,8 @@ def test_a_caption_between_columns_wrapped_round_a_figure_follows_them() -> None
     assert below.lines == caption
     md = " ".join(layout.markdown_from_lines(WIDTH, HEIGHT, lines + caption,
                                              keep_headers=False).split())  # fmt: skip
-    assert md.find(LEFT[-1]) < md.find(RIGHT[0]) < md.find(RIGHT[-1]) < md.find("CAPTION")
+    positions = [md.find(text) for text in (LEFT[-1], RIGHT[0], RIGHT[-1], "CAPTION")]
+    assert -1 not in positions and positions == sorted(positions)
 
 
 def test_a_grid_of_authors_above_the_columns_stays_together_before_them() -> None:
@@ -120,3 +122,22 @@ def test_every_line_lands_in_exactly_one_region(lines: list[OcrBox]) -> None:
     placed = [id(line) for region in out for line in region.lines]
     assert sorted(placed) == sorted(id(line) for line in lines)
     assert all(0 <= r.left < r.right <= WIDTH for r in out)
+
+
+def test_a_tall_line_down_the_gutter_takes_no_column_with_it() -> None:
+    # A photo credit set upright in the gutter beside a photo over the right column:
+    # it crosses the gutter above the columns' first meeting row and reaches below it.
+    lines = [_line(f"left {i}", 100, 700, 300 + 30 * i) for i in range(14)]
+    lines += [_line(f"right {i}", 710, 1310, 300 + 30 * i) for i in range(8, 14)]
+    credit = _line("PHOTO: A. N. OTHER", 696, 714, 250, h=570)
+    out = regions([*lines, credit], WIDTH)
+    assert sorted(id(b) for r in out for b in r.lines) == sorted(map(id, [*lines, credit]))
+    assert [b.text for b in out[-1].lines if b.text.startswith("right")] == [
+        f"right {i}" for i in range(8, 14)
+    ]
+
+
+def test_a_line_past_the_page_edge_stays_in_its_column() -> None:
+    stray = _line("12", -30, 150, 500)  # a detector overshooting the left edge
+    first, last = regions([*_magazine(), stray], WIDTH)
+    assert stray in first.lines and stray not in last.lines

@@ -29,3 +29,10 @@ def test_spaces_the_page_had_are_kept() -> None:
     assert join_styled_words(md, words) == md
     assert join_styled_words("", words) == ""
     assert join_styled_words("a  **b** c", {"ab"}) == "a  **b** c"
+
+
+def test_form_blanks_and_lone_marks_stay_apart() -> None:
+    # A blank has no text of its own: "Name:" and "Name:________" are not one word.
+    words = {"Name:", "Date:", "Name:________", "word", "alone", "23"}
+    for md in ("Name: ________ Date: ________", "word _ alone", "2 ** 3", "  - **x** y"):
+        assert join_styled_words(md, words) == md
