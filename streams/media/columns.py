@@ -67,35 +67,43 @@ class Region:
 def narrow_gutters(lines: Sequence[OcrBox], width: int) -> list[tuple[float, float]]:
     """The narrow gutters between columns of `lines` on a page `width` pixels wide, as
     (left, right) x ranges, left to right."""
-    if width <= 0 or len(lines) < 2 * MIN_PAIRS:
+    return [(g0, g1) for g0, g1, _ in _gutters([line.extent() for line in lines], width)]
+
+
+def _gutters(boxes: Sequence[_Extent], width: int) -> list[tuple[float, float, list[_Extent]]]:
+    """The narrow gutters between columns of lines `boxes`, each with the rows where its
+    columns meet (`_meeting_rows`), left to right."""
+    if width <= 0 or len(boxes) < 2 * MIN_PAIRS:
         return []
-    boxes = [line.extent() for line in lines]
     cover = np.zeros(width + 2, dtype=np.int32)
     for x0, _, x1, _ in boxes:
         cover[max(0, int(x0)) : max(0, min(width + 1, int(np.ceil(x1)) + 1))] += 1
     lo = max(0, int(min(b[0] for b in boxes)))
     hi = min(width, int(max(b[2] for b in boxes)))
-    gutters: list[tuple[float, float]] = []
+    gutters: list[tuple[float, float, list[_Extent]]] = []
     # A strip free at one level is often the same strip at the next: judge it once.
-    judged: dict[tuple[int, int], bool] = {}
+    judged: dict[tuple[int, int], list[_Extent]] = {}
     # A caption set between the columns crosses the gutter line after line; such lines
     # have text beside them on both sides, so the strip is searched again letting
     # that many more lines cross it, narrowest strip first.
     for allowed in range(MAX_CROSSING, MAX_CROSSING + MAX_EMBEDDED + 1):
         for g0, g1 in _free_runs(cover[lo:hi] <= allowed, lo):
-            if any(g0 < b and a < g1 for a, b in gutters):
+            if any(g0 < b and a < g1 for a, b, _ in gutters):
                 continue
             if (g0, g1) not in judged:
-                judged[g0, g1] = (
-                    g0 > lo
-                    and g1 - g0 <= NARROW * width
-                    and bool(_meeting_rows(boxes, g0, g1, width))
-                    and sum(not _flanked(boxes, c) for c in _crossing(boxes, g0, g1))
-                    <= MAX_CROSSING
-                )
+                judged[g0, g1] = _judged(boxes, g0, g1, lo, width)
             if judged[g0, g1]:
-                gutters.append((float(g0), float(g1)))
+                gutters.append((float(g0), float(g1), judged[g0, g1]))
     return sorted(gutters)
+
+
+def _judged(boxes: Sequence[_Extent], g0: int, g1: int, lo: int, width: int) -> list[_Extent]:
+    """The rows where columns meet at the free strip g0..g1, if it is a gutter; else []."""
+    if g0 <= lo or g1 - g0 > NARROW * width:
+        return []
+    rows = _meeting_rows(boxes, g0, g1, width)
+    unflanked = sum(not _flanked(boxes, c) for c in _crossing(boxes, g0, g1))
+    return rows if rows and unflanked <= MAX_CROSSING else []
 
 
 def _free_runs(free: np.ndarray, offset: int) -> list[tuple[int, int]]:
@@ -151,10 +159,11 @@ def regions(lines: Sequence[OcrBox], width: int) -> list[Region]:
     narrow gutter splits it; else each column left to right, the first one with the
     lines crossing a gutter above the columns, the last with the other crossing lines,
     then the captions set between the columns."""
-    gutters = narrow_gutters(lines, width)
+    boxes = [line.extent() for line in lines]
+    gutters = _gutters(boxes, width)
     if not gutters:
         return [Region(0, width, list(lines))]
-    edges = [0.0, *((g0 + g1) / 2 for g0, g1 in gutters), float(width)]
+    edges = [0.0, *((g0 + g1) / 2 for g0, g1, _ in gutters), float(width)]
     # A line past the page's edge (detectors overshoot it) still belongs to the column
     # at that edge: the outer edges are open.
     bounds = [-math.inf, *edges[1:-1], math.inf]
@@ -169,13 +178,11 @@ def regions(lines: Sequence[OcrBox], width: int) -> list[Region]:
             if min(x1, bounds[i + 1]) - max(x0, bounds[i]) >= _OWN * max(x1 - x0, 1.0)
         ]
         (columns[inside[0]] if inside else crossing).append(line)
-    boxes = [line.extent() for line in lines]
     # The columns begin at the first row where two of them meet; lines crossing a
     # gutter above it are a title, a grid of authors or a first row read as one line,
     # and what stands beside them belongs with them, not with the columns. Below it,
     # a line with text on both sides is a caption between the columns.
-    rows = [row for g0, g1 in gutters for row in _meeting_rows(boxes, g0, g1, width)]
-    top = min(row[1] for row in rows)
+    top = min(row[1] for _, _, rows in gutters for row in rows)
     above: list[OcrBox] = []
     between: list[OcrBox] = []
     below: list[OcrBox] = []

@@ -119,10 +119,10 @@ def _parsed_markdown(doc: Any, pages: Sequence[int], keep_headers: bool, *,
     )  # fmt: skip
     out = {}
     for page in parsed.pages:
-        pdf_page = doc[page.page_number - 1]
-        tables = html_tables and _repair_tables(page, pdf_page)
-        words = {w[4] for w in pdf_page.get_text("words")}
-        markdown = join_styled_words(_page_markdown(parsed, page, keep_headers), words)
+        words = doc[page.page_number - 1].get_text("words")
+        tables = html_tables and _repair_tables(page, words)
+        markdown = _page_markdown(parsed, page, keep_headers)
+        markdown = join_styled_words(markdown, {w[4] for w in words})
         out[page.page_number] = (tidy_text_layer(markdown), tables)
     return out
 
@@ -191,14 +191,15 @@ def _write_line(page: Any, line: OcrBox, scale: float) -> bool:
     return True
 
 
-def _repair_tables(page: Any, pdf_page: Any) -> bool:
+def _repair_tables(page: Any, words: Sequence[Any]) -> bool:
     """The HTML table engine's tables on `page`, repaired and made Markdown where no
-    cell spans others (streams/media/tables.py); whether there were any."""
+    cell spans others (streams/media/tables.py) with the page's text-layer `words`
+    (PyMuPDF's "words" tuples); whether there were any."""
     boxes = [box for box in page.boxes if box.boxclass == "table"
              and getattr(box, "table", None) and box.table.get("html")]  # fmt: skip
     if not boxes:
         return False
-    pairs = _word_pairs(pdf_page)
+    pairs = _word_pairs(words)
 
     def reads_on(left: str, right: str) -> bool:
         a, b = left.split(), right.split()
@@ -209,9 +210,8 @@ def _repair_tables(page: Any, pdf_page: Any) -> bool:
     return True
 
 
-def _word_pairs(pdf_page: Any) -> set[tuple[str, str]]:
+def _word_pairs(words: Sequence[Any]) -> set[tuple[str, str]]:
     """Each two words that follow each other on one line of the page's text layer."""
-    words = pdf_page.get_text("words")
     return {(w[4], v[4]) for w, v in itertools.pairwise(words)
             if (w[5], w[6]) == (v[5], v[6])}  # fmt: skip
 
