@@ -22,6 +22,7 @@ from gpu_node.dococr.transcribe import PageReader
 from gpu_node.extraction.base import Extractor
 from gpu_node.extraction.hybrid import HybridExtractor
 from gpu_node.models.registry import ModelRegistry
+from reading import policy
 from schemas import Backend, Stage
 from streams.settings import ExtractionSettings
 
@@ -77,11 +78,10 @@ class Engines:
         return engine
 
     def reads_with_vlm(self, stage: Stage, backend: Backend) -> bool:
-        """Whether an `ocr` page goes to the VLM (the scheduler) instead of EasyOCR."""
+        """Whether an `ocr` page goes to the VLM (the scheduler) instead of an OCR engine."""
         if stage is not Stage.ocr:
             return False
-        chosen = self.settings.auto_ocr_backend if backend is Backend.auto else backend.value
-        return chosen != "ocr"
+        return policy.reads_with_vlm(backend, auto_backend=self.settings.auto_ocr_backend)
 
     def for_task(self, stage: Stage, backend: Backend) -> Extractor | PageReader:
         """The engine of a task the scheduler runs: an extraction, or an `ocr` page for

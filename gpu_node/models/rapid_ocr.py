@@ -2,7 +2,7 @@
 default engine of operation `ocr` (`Options.ocr_engine`).
 
 On bench/quality's 17 upright scanned pages (1600 px, Markdown through
-streams/media/layout.py) it passed 37 of 58 checks at a median character error of
+reading/layout.py) it passed 37 of 58 checks at a median character error of
 6.1 % as configured here, EasyOCR 26 and 13.8 %, and it reads a page in 1-4 s on this
 project's two-core CPU where EasyOCR takes 12-17 s. EasyOCR stays for orientation, the
 rules extractor and the documents that ask for it.

@@ -14,7 +14,8 @@ What goes wrong, and what happens then:
 
 OCR pages are read by the engine their document names (`Options.ocr_engine`): a batch
 makes one model call per engine. Under `layout=model` (the default) a page's lines are
-then laid out as Markdown (streams/media/layout.py), page by page, on this thread.
+then laid out as Markdown (reading/layout.py, under reading/policy.py's budget and
+fallbacks), page by page, on this thread.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from gpu_node.models.rapid_ocr import RapidOcrEngine
 from gpu_node.models.registry import ModelRegistry
 from gpu_node.node.metrics import NodeMetrics
 from gpu_node.node.tasks import Task
+from reading.layout import markdown_from_lines
+from reading.policy import with_layout
 from schemas import Layout, OcrEngineName, OcrResult, PageState, Stage
-from streams.media.layout import MAX_LINES, MIN_KEPT_SHARE, kept_share, markdown_from_lines
 
 log = logging.getLogger(__name__)
 
@@ -138,38 +140,20 @@ def model_calls(stage: Stage, tasks: list[Task]) -> list[list[Task]]:
 
 def laid_out(result: OcrResult, image: RGBArray, page: PageState) -> OcrResult:
     """`result` with its Markdown under `layout=model`: the layout model's, or the plain
-    text with a warning when the model fails or the page has too many lines for it.
-    Under `layout=fast` the Markdown stays None (deliver uses the text)."""
+    text with a warning when the policy falls back (reading/policy.py). Under
+    `layout=fast` the Markdown stays None (deliver uses the text)."""
     if page.options.layout is not Layout.model:
         return result
-    if len(result.boxes) > MAX_LINES:  # RapidOCR finds at most 1,000; EasyOCR has no cap
-        lines = len(result.boxes)
-        note = f"no Markdown layout: {lines} lines, past the layout budget of {MAX_LINES}"
-        return _plain(result, f"{note}; plain text instead")
     height, width = image.shape[:2]
-    try:
-        markdown = markdown_from_lines(
+
+    def model() -> str:
+        return markdown_from_lines(
             width, height, result.boxes, keep_headers=page.options.keep_headers
         )
-    except MemoryError:
-        raise
-    except Exception as exc:
-        failure = type(exc).__name__
-        log.warning(
-            "ocr: the layout model failed on doc %s page %d (%s); plain text kept",
-            page.doc_id,
-            page.page_no,
-            failure,
-        )
-        return _plain(result, f"the layout model failed ({failure}); plain text instead")
-    kept = kept_share(markdown, result.text)
-    if kept < MIN_KEPT_SHARE:
-        note = f"the layout model kept {kept:.0%} of the page's characters; plain text instead"
-        return _plain(result, note)
-    return result.model_copy(update={"markdown": markdown})
 
-
-def _plain(result: OcrResult, warning: str) -> OcrResult:
-    return result.model_copy(
-        update={"markdown": result.text, "warnings": [*result.warnings, warning]}
-    )
+    name = f"ocr: doc {page.doc_id} page {page.page_no}"
+    laid = with_layout(result.text, len(result.boxes), model, page=name)
+    update: dict[str, Any] = {"markdown": laid.markdown}
+    if laid.warning is not None:
+        update["warnings"] = [*result.warnings, laid.warning]
+    return result.model_copy(update=update)

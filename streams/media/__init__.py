@@ -3,13 +3,13 @@
 Uploads are hostile input, and everything here treats them so: the media type comes
 from the bytes (`sniff`), sizes are checked from headers before anything is decoded
 (`raster`, `pdf`), and every refusal is a `MediaError` (`errors`) whose message is safe
-to log. Two modules are imported by name only, not from here:
-- `streams.media.sandbox` (the render process: a deadline and a memory cap per
-  document) runs as ``python -m streams.media.sandbox``; the package importing it
-  first would make runpy warn in every render process;
-- `streams.media.text_layer` (a PDF's own text, the fast path of `ocr`) switches off
-  PyMuPDF's layout model for the whole process when imported, which only its users
-  should get.
+to log. How a page is then read (its text layer, the layout model, OCR) is the
+`reading` package's; here only the upload's side of it: `pdf.read_text_layer` opens a
+PDF under the limits and hands it to `reading.text_layer`.
+
+`streams.media.sandbox` (the render process: a deadline and a memory cap per document)
+is imported by name only, not from here: it runs as ``python -m streams.media.sandbox``,
+and the package importing it first would make runpy warn in every render process.
 """
 
 from __future__ import annotations

@@ -1,28 +1,30 @@
 """Opening an uploaded PDF under the limits, for rasterizing and for its text layer.
 
-Both streams/media/raster.py and streams/media/text_layer.py start here: the document
-is opened from the bytes, and its page count and every page box are checked against
-the limits before either of them renders or reads a page, so a bad last page costs no
-work. Failures are MediaErrors (streams/media/errors.py).
+Both streams/media/raster.py and the text-layer reader (reading/text_layer.py, through
+`read_text_layer` here) start here: the document is opened from the bytes, and its page
+count and every page box are checked against the limits before either of them renders
+or reads a page, so a bad last page costs no work. Failures are MediaErrors
+(streams/media/errors.py).
 
 Decisions:
 - PDFs that need a password to open are rejected; PDFs with only an owner
   password (permission flags) open without one in every viewer, so they are
   rendered.
 - MuPDF reports an allocation it could not make as an ordinary error; it is
-  raised as MemoryError here, like Pillow's, so a memory limit is named as such
-  and not mistaken for a corrupt file.
+  raised as MemoryError (reading/mupdf.py), like Pillow's, so a memory limit is named
+  as such and not mistaken for a corrupt file.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pymupdf
 
+from reading.mupdf import page_dpi, pixels_at, raise_if_out_of_memory
+from schemas import Layout
 from streams.media.errors import (
     CorruptPdfError,
     EmptyPdfError,
@@ -31,11 +33,8 @@ from streams.media.errors import (
     TooManyPagesError,
 )
 
-_MUPDF_EPSILON = 0.001
-# Rendering by target size: never finer than this (a stamp-sized page would otherwise
-# render at thousands of dpi) nor coarser than this.
-MAX_TARGET_DPI = 400
-MIN_TARGET_DPI = 18
+if TYPE_CHECKING:
+    from reading.text_layer import TextPage
 
 
 @contextmanager
@@ -105,23 +104,16 @@ def _check_pdf_page(doc: Any, index: int, count: int, *, dpi: int, max_pixels: i
         )
 
 
-def raise_if_out_of_memory(exc: BaseException) -> None:
-    """MuPDF's failed allocation ("malloc (N bytes) failed", realloc, calloc): a MemoryError."""
-    text = str(exc)
-    if ("alloc" in text and "failed" in text) or "out of memory" in text.lower():
-        raise MemoryError(f"MuPDF could not allocate memory ({type(exc).__name__})") from None
+def read_text_layer(data: bytes, *, dpi: int, max_pages: int, max_pixels: int,
+                    target_px: int | None = None, layout: Layout = Layout.fast,
+                    keep_headers: bool = False) -> list[TextPage]:  # fmt: skip
+    """Every page's text layer of the uploaded PDF in `data`, in page order, read once
+    the document passed the limits. Raises MediaError as split_pages does."""
+    # Imported here: the reader switches PyMuPDF's layout model off for the whole
+    # process when imported, which only its users should get (see streams/media).
+    from reading.text_layer import read_pages
 
-
-def pixels_at(points: float, dpi: int) -> int:
-    # MuPDF's own rounding (fz_round_rect): outwards, but forgiving float noise
-    # such as a 153.60000610-point box at 150 dpi, which renders 320 pixels wide.
-    return math.ceil(points * dpi / 72 - _MUPDF_EPSILON)
-
-
-def page_dpi(width_pt: float, height_pt: float, *, dpi: int, target_px: int | None) -> int:
-    """The resolution a page of this size is rendered at: `dpi`, or with `target_px` the
-    one that makes its long side about `target_px` pixels (MIN..MAX_TARGET_DPI)."""
-    longest = max(width_pt, height_pt)
-    if target_px is None or not math.isfinite(longest) or longest <= 0:
-        return dpi
-    return max(MIN_TARGET_DPI, min(MAX_TARGET_DPI, math.floor(target_px * 72 / longest)))
+    with open_pdf(data, dpi=dpi, max_pages=max_pages, max_pixels=max_pixels,
+                  target_px=target_px) as doc:  # fmt: skip
+        return read_pages(doc, dpi=dpi, target_px=target_px, layout=layout,
+                          keep_headers=keep_headers)  # fmt: skip

@@ -41,6 +41,7 @@ from typing import Any, NotRequired, TypedDict, Unpack, cast
 import pymupdf
 from PIL import Image, ImageFile, ImageOps
 
+from reading.mupdf import page_dpi, pixels_at, raise_if_out_of_memory
 from streams.media.errors import (
     CorruptImageError,
     CorruptPdfError,
@@ -51,7 +52,7 @@ from streams.media.errors import (
     UnsafePillowConfigError,
     UnsupportedMediaError,
 )
-from streams.media.pdf import open_pdf, page_dpi, pixels_at, raise_if_out_of_memory
+from streams.media.pdf import open_pdf
 from streams.media.sniff import PDF, pil_format, sniff
 
 _MULTI_PAGE = frozenset({"image/tiff", "image/gif"})

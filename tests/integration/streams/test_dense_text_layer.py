@@ -18,12 +18,12 @@ import pytest
 
 from schemas import DocumentResult, Operation, Options, decode
 from streams.client.submit import Submitter
-from streams.media.text_layer import read_text_layer
+from streams.media.pdf import read_text_layer
 from streams.settings import Settings
 from streams.topics import RESULTS, Topology
-from synth.pdf import report_pages, text_pdf
+from synth.pdf import dense_cjk_pdf, report_pages, text_pdf
 from tests.support import agents as support
-from tests.support.pages import dense_cjk_pdf, read_committed
+from tests.support.pages import read_committed
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

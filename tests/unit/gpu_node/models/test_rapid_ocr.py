@@ -9,7 +9,7 @@ import pytest
 
 from gpu_node.models.device import select_device
 from gpu_node.models.rapid_ocr import MAX_ASPECT, RapidOcrEngine, load_rapid_ocr, padded
-from streams.media.layout import markdown_from_lines
+from reading.layout import markdown_from_lines
 from streams.settings import ModelSettings
 from tests.support.ocr_pages import (
     LEFT,

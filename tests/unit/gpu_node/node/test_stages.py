@@ -12,18 +12,18 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
+from bench.hostile_records import plain_page
 from gpu_node.models.images import RGBArray
 from gpu_node.models.registry import ModelRegistry
 from gpu_node.node.metrics import NodeMetrics
 from gpu_node.node.ordering import Slot
 from gpu_node.node.stages import SyncStages, laid_out, model_calls
 from gpu_node.node.tasks import Task
+from reading.policy import MAX_LINES
 from schemas import Layout, OcrEngineName, Options, PageState, Stage
 from schemas.pages import OcrBox, OcrResult
 from streams.kafka.envelope import Origin
-from streams.media.layout import MAX_LINES
 from streams.settings import ModelSettings
-from tests.support.hostile_records import plain_page
 from tests.support.ocr_pages import LEFT, RIGHT, TITLE, pixels, two_columns_pdf
 
 SIDE = 700
@@ -112,7 +112,7 @@ def test_a_page_the_layout_model_fails_on_keeps_its_plain_text(
     assert laid.markdown == result.text
     assert laid.warnings == ["the layout model failed (OverflowError); plain text instead"]
     assert (laid.text, laid.boxes, laid.source) == (result.text, result.boxes, "rapidocr")
-    (record,) = [r for r in caplog.records if r.name == "gpu_node.node.stages"]
+    (record,) = [r for r in caplog.records if r.name == "reading.policy"]
     assert "doc-7" in record.getMessage() and "OverflowError" in record.getMessage()
     assert "Maria" not in caplog.text and "heading" not in caplog.text
 

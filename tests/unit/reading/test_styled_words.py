@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streams.media.styled_words import join_styled_words
+from reading.styled_words import join_styled_words
 
 
 def test_a_superscript_and_the_comma_after_it_stay_on_their_word() -> None:

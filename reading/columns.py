@@ -2,7 +2,7 @@
 
 Magazines set their columns closer than the layout model expects (10 px of a 1,600 px
 page). An OCR engine reads each column's lines as separate boxes, but laid out together
-(streams/media/layout.py) a line and its neighbour in the next column become one line
+(reading/layout.py) a line and its neighbour in the next column become one line
 across the gutter, or the blocks of both columns are read row by row, and the page reads
 across its columns. So the lines are split at such gutters first, and each column is
 laid out as a page of its own:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reading import layout
+from reading.columns import narrow_gutters, regions
 from schemas.pages import OcrBox
-from streams.media import layout
-from streams.media.columns import narrow_gutters, regions
 
 WIDTH, HEIGHT = 1600, 2000
 # Two columns of a magazine: lines 310 px long, 10 px apart (a word space at this size).

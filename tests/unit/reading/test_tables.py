@@ -1,9 +1,9 @@
-"""Repairs of the table finder's HTML tables (streams/media/tables.py), on the shapes it
+"""Repairs of the table finder's HTML tables (reading/tables.py), on the shapes it
 got wrong in bench/quality."""
 
 from __future__ import annotations
 
-from streams.media.tables import parse, repaired
+from reading.tables import parse, repaired
 
 MERGED_ROWS = (
     '<table><tr><th rowspan="2">#</th><th rowspan="2">Language</th><th colspan="2">TEDs</th>'

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pymupdf
 import pytest
 
+from reading import layout
 from schemas import Layout, TextLayer
 from schemas.pages import OcrBox
-from streams.media import layout
-from streams.media.text_layer import read_text_layer
+from streams.media.pdf import read_text_layer
 from tests.support.hard_pages import (
     BODY,
     CAPTION,
@@ -71,7 +71,7 @@ def test_a_layout_model_failure_falls_back_to_the_classic_converter(monkeypatch)
     def fail(*_args: object, **_kwargs: object) -> dict[int, str]:
         raise RuntimeError("layout model failed")
 
-    monkeypatch.setattr("streams.media.text_layer.layout_markdown", fail)
+    monkeypatch.setattr("reading.text_layer.layout_markdown", fail)
     (page,) = read_text_layer(_page_pdf(), **LIMITS, layout=Layout.model)
     assert RUNNING_HEAD in (page.result.markdown or "")  # the classic converter's Markdown
     assert page.result.warnings == [

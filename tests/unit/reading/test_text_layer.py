@@ -9,7 +9,7 @@ import pytest
 
 from schemas import TextLayer
 from streams.media.errors import TooManyPagesError
-from streams.media.text_layer import read_text_layer
+from streams.media.pdf import read_text_layer
 from synth.dataset import generate
 from synth.pdf import report_pages, text_pdf
 
@@ -100,7 +100,7 @@ def test_a_ruled_table_becomes_a_markdown_table() -> None:
 
 
 def test_a_converter_failure_keeps_the_plain_text(monkeypatch: pytest.MonkeyPatch) -> None:
-    from streams.media import text_layer
+    from reading import text_layer
 
     def broken(*args: object, **kwargs: object) -> None:
         raise IndexError("a converter bug on an odd page")
@@ -118,7 +118,7 @@ def test_a_converter_failure_keeps_the_plain_text(monkeypatch: pytest.MonkeyPatc
 def test_a_page_past_the_layout_budget_keeps_its_lines_as_markdown() -> None:
     # 100,800 CJK characters on one page: pymupdf4llm's layout took 38 s of it (its
     # textpage three times, its table finder per character), the text layer 0.35 s.
-    from tests.support.pages import dense_cjk_pdf
+    from synth.pdf import dense_cjk_pdf
 
     normal, dense = read_text_layer(_two_pages(report_pages(1, 1)[0], dense_cjk_pdf(360, 1)),
                                     **LIMITS)  # fmt: skip

@@ -11,7 +11,7 @@ Two entry points, one Markdown:
 - `markdown_from_lines`: a page read by an OCR engine on the GPU node. Its lines are
   written as text onto an empty page of the same proportions, and the same model lays
   them out, so a scanned table becomes a table and a scanned running head is dropped
-  (columns set a word space apart are split first: streams/media/columns.py).
+  (columns set a word space apart are split first: reading/columns.py).
 
 Page headers, footers and page numbers are dropped unless `keep_headers`; then they are
 kept as HTML comments (`<!-- page-header: ... -->`), out of the rendered text but there
@@ -40,25 +40,15 @@ import pymupdf4llm
 from pymupdf import Document, Font, Matrix, Point, Rect
 from pymupdf4llm.helpers import document_layout
 
+from reading.columns import regions
+from reading.styled_words import join_styled_words
+from reading.tables import repaired
 from schemas.pages import OcrBox
-from streams.media.columns import regions
-from streams.media.styled_words import join_styled_words
-from streams.media.tables import repaired
 
 log = logging.getLogger(__name__)
 
-# Past this many lines a page keeps its lines as they are: the model's time grows with
-# the square of a page's lines (on one core here 1,000 lines took 8 s, 2,000 lines 32 s,
-# 10,000 over 7 minutes); a dense page of a paper has about 150.
-MAX_LINES = 1_000
-# The model places text it recognises; text it does not (turned 90 degrees, a lone line
-# it takes for a page footer) it drops without a word. A page whose Markdown keeps less
-# of its characters than this keeps its lines instead. Running heads and page numbers
-# are a few per cent of a page: at least 89 % was kept on every page of bench/quality.
-MIN_KEPT_SHARE = 0.6
-
 # Tables on text-layer pages from PyMuPDF's table finder (pymupdf4llm's HTML table engine,
-# repaired by streams/media/tables.py) instead of the layout model's own grid, which
+# repaired by reading/tables.py) instead of the layout model's own grid, which
 # flattens headings that span columns and cuts words at wrong column lines: table checks
 # of bench/quality on its table pages 34 of 49 with the model's grid, 44 of 49 with the
 # engine's repaired tables (the 5 left are a scan the orient stage turned upside down).
@@ -143,7 +133,7 @@ def markdown_from_lines(width: int, height: int, lines: Sequence[OcrBox], *,
                         keep_headers: bool) -> str:  # fmt: skip
     """Markdown of a page `width` x `height` pixels whose text lines an OCR engine read
     (boxes in the page's pixels). Columns set closer than the layout model sees are laid
-    out one after another (streams/media/columns.py)."""
+    out one after another (reading/columns.py)."""
     parts = (
         _markdown_of_lines(round(r.right - r.left), height, r.shifted(), keep_headers)
         for r in regions(lines, width)
@@ -193,7 +183,7 @@ def _write_line(page: Any, line: OcrBox, scale: float) -> bool:
 
 def _repair_tables(page: Any, words: Sequence[Any]) -> bool:
     """The HTML table engine's tables on `page`, repaired and made Markdown where no
-    cell spans others (streams/media/tables.py) with the page's text-layer `words`
+    cell spans others (reading/tables.py) with the page's text-layer `words`
     (PyMuPDF's "words" tuples); whether there were any."""
     boxes = [box for box in page.boxes if box.boxclass == "table"
              and getattr(box, "table", None) and box.table.get("html")]  # fmt: skip
