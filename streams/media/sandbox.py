@@ -55,12 +55,14 @@ from typing import Any
 
 import pymupdf
 
+from reading.policy import pages_to_render
+from reading.text_layer import TextPage
 from schemas import Layout, TextLayer
 from streams.kafka.faults import WorldError
 from streams.media.errors import MediaError
+from streams.media.pdf import read_text_layer
 from streams.media.raster import Budget, PageImage, iter_pages
 from streams.media.sniff import PDF, sniff
-from streams.media.text_layer import TextPage, pages_to_render, read_text_layer
 
 log = logging.getLogger(__name__)
 
