@@ -7,9 +7,11 @@ to log. How a page is then read (its text layer, the layout model, OCR) is the
 `reading` package's; here only the upload's side of it: `pdf.read_text_layer` opens a
 PDF under the limits and hands it to `reading.text_layer`.
 
-`streams.media.sandbox` (the render process: a deadline and a memory cap per document)
-is imported by name only, not from here: it runs as ``python -m streams.media.sandbox``,
-and the package importing it first would make runpy warn in every render process.
+`streams.media.sandbox` (the agent's side of the render processes: a deadline and a
+memory cap per document) and `streams.media.render_child` (the process's side) are
+imported by name only, not from here: the child runs as ``python -m
+streams.media.render_child``, and the package importing it first would make runpy warn
+in every render process.
 """
 
 from __future__ import annotations

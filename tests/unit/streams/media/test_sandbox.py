@@ -15,20 +15,18 @@ import pytest
 from PIL import Image
 
 from schemas import TextLayer
-from streams.kafka.faults import is_worlds_fault
+from streams.faults import is_worlds_fault
 from streams.media.errors import DocumentTooLargeError, MediaError, TooManyPagesError
 from streams.media.raster import UNLIMITED, Budget, PageImage
+from streams.media.render_child import RenderJob, TextLayerRead, paginate
 from streams.media.sandbox import (
     Abandon,
     RenderAbandonedError,
     RenderCrashedError,
     Renderer,
     RendererPool,
-    RenderJob,
     RenderMemoryError,
     RenderTimeoutError,
-    TextLayerRead,
-    paginate,
 )
 from synth.pdf import report_pages, text_pdf
 from tests.support.bad_inputs import blank_pdf, busy_page_pdf, encode, good_inputs, laughing_pdf
