@@ -3,6 +3,7 @@ FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml constraints.txt README.md ./
 COPY schemas schemas
+COPY reading reading
 COPY streams streams
 COPY gpu_node gpu_node
 COPY gateway gateway

@@ -1,6 +1,6 @@
 # The two commands of the README: `make run` and `make test`; `make check` is the fast tier.
 # Everything is installed from this repository's own files: Python packages at
-# the versions pinned in constraints.txt, Kafka jars through ops/kafka/pom.xml.
+# the versions pinned in constraints.txt, Kafka jars through streams/local/pom.xml.
 PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin

@@ -7,7 +7,7 @@ working. Node k (1-based) listens on ``port + 10*(k-1)`` and its controller on
 ``controller_port + 10*(k-1)``; a multi-node cluster keeps node k in
 ``data_dir/node-k`` and its layout in ``data_dir/cluster.json`` (so ``stop`` and
 ``status`` need no flags). The jars come from Maven Central through
-``ops/kafka/pom.xml`` into a cache folder outside git; each node runs as a
+``streams/local/pom.xml`` into a cache folder outside git; each node runs as a
 detached JVM whose pid and version are recorded in its folder. The same jars run
 Kafka's own command-line tools.
 

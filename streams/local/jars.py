@@ -1,6 +1,6 @@
 """The Kafka jars and the JVM that runs them.
 
-The jars come from Maven Central through ``ops/kafka/pom.xml`` (the one place the
+The jars come from Maven Central through ``streams/local/pom.xml`` (the one place the
 Kafka version is pinned) into a cache folder outside git, once per version. The
 same jars run the broker and Kafka's own command-line tools (`run_tool`).
 """

@@ -18,7 +18,7 @@ for confluent-kafka and for faust alike.
     api.py         ApiSettings: the HTTP gateway (`pagestream api`)
     operations.py  DlqSettings, ExporterSettings, TracingSettings
     node.py        the GPU node: models, VLM engines, document OCR, the loop
-    paths.py       default folders (cache, repository, shipped weights)
+    paths.py       default folders (cache; files shipped in packages: weights, pom)
 
 Import from here (``from streams.settings import Settings``), not from the modules.
 """

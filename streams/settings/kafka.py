@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, model_validator
 
-from streams.settings.paths import CACHE_DIR, REPO_ROOT
+from streams.settings.paths import CACHE_DIR, shipped
 
 # Larger records belong in the blob store: librdkafka's consumers fetch at most 50 MiB
 # by default (fetch.max.bytes, which must be at least message.max.bytes).
@@ -138,7 +138,7 @@ class BrokerSettings(BaseModel):
     data_dir: Path = CACHE_DIR / "broker"
     # Jars resolved by Maven land here, one folder per Kafka version (outside git).
     jars_dir: Path = CACHE_DIR / "kafka"
-    pom: Path = REPO_ROOT / "ops" / "kafka" / "pom.xml"
+    pom: Path = shipped("streams.local", "pom.xml")
     heap: str = "1g"
     start_timeout_s: float = 90.0
     # SASL_SSL (SCRAM-SHA-512) client listener, TLS from a CA made in data_dir, the
