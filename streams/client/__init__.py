@@ -1,6 +1,8 @@
 """The client side of the pipeline: submit documents, read their results and progress.
 
-submit    publish files to docs.raw (inline or through the blob store)
+intake    the one way onto docs.raw: a submission's record, its envelope and the record
+          limit, for `pagestream submit` and the gateway's POST /v1/documents alike
+submit    publish files to docs.raw (inline or through the blob store), through intake
 results   read the latest DocumentResult per document from docs.results
 status    read where a document's pages are from docs.progress (`pagestream status`)
 progress  docs.progress's keys and partitions, shared with the agents that write
@@ -10,6 +12,7 @@ progress  docs.progress's keys and partitions, shared with the agents that write
 from __future__ import annotations
 
 from streams.client import progress
+from streams.client.intake import Intake, RecordTooLargeError
 from streams.client.results import (
     ResultsReader,
     ResultsUnavailableError,
@@ -28,6 +31,8 @@ from streams.client.submit import (
 
 __all__ = [
     "DocumentProgress",
+    "Intake",
+    "RecordTooLargeError",
     "ResultsReader",
     "ResultsUnavailableError",
     "Submission",

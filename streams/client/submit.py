@@ -1,4 +1,5 @@
-"""Publish documents to docs.raw: the producer side of the pipeline.
+"""Publish documents to docs.raw: the producer side of the pipeline, through the intake
+the gateway uses too (intake.py).
 
 Small payloads travel inline (base64); larger ones go to the blob store and the
 record carries only their URI (claim check). The doc_id defaults to a hash of
@@ -20,10 +21,10 @@ from confluent_kafka import KafkaError, Message
 
 from schemas import DocumentSubmitted, Operation, Options, validate
 from streams.blobs import BlobStore
+from streams.client.intake import Intake
 from streams.kafka import clients as kafka
-from streams.kafka.envelope import first_record
 from streams.settings import Settings
-from streams.topics import RAW, Topology
+from streams.topics import Topology
 
 MEDIA_TYPES = {
     ".pdf": "application/pdf",
@@ -81,7 +82,7 @@ class Submitter:
 
     def __init__(self, settings: Settings, topology: Topology | None = None) -> None:
         self._settings = settings
-        self._topic = (topology or settings.topology).name(RAW)
+        self._intake = Intake(settings, topology)
         self._producer = kafka.producer(settings.kafka)
         self._store = BlobStore.from_settings(settings.blobs)
         self._errors: list[str] = []
@@ -109,29 +110,23 @@ class Submitter:
             via, content = "blob", {"uri": self._store.put(data).uri}
         record = validate(
             DocumentSubmitted,
-            {
-                "doc_id": doc_id,
-                "operation": operation,
-                "options": options,
-                "payload": {
+            self._intake.fields(
+                doc_id,
+                {
                     **content,
                     "sha256": sha,
                     "size_bytes": len(data),
                     "media_type": media_type,
                     "filename": filename,
                 },
-                "callback": callback,
-                "attributes": attributes or {},
-                "tenant": tenant,
-            },
+                operation=operation,
+                options=options,
+                callback=callback,
+                attributes=attributes,
+                tenant=tenant,
+            ),
         )
-        out = first_record(self._topic, doc_id, record)
-        limit = self._settings.kafka.max_record_bytes
-        if not out.fits(limit):  # the one gate (streams/kafka/sizes.py), before a client refuses it
-            raise ValueError(
-                f"the submission of {doc_id} is a {out.size_bytes}-byte record, over the record "
-                f"limit of {limit} (PAGESTREAM_KAFKA__MAX_RECORD_BYTES): shorten its attributes"
-            )
+        out = self._intake.outgoing(record)  # RecordTooLargeError before a client refuses it
         self._producer.produce(
             out.topic,
             key=out.key,

@@ -1,0 +1,57 @@
+"""Server-Sent Events of one document: `progress` each time it moves, then `result`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+
+from fastapi import APIRouter
+from fastapi.responses import StreamingResponse
+
+from gateway.dependencies import Caller, State
+from gateway.keys import ApiKey
+from gateway.state import Gateway
+from gateway.status import owned, status_of
+
+_STREAM_S = 300.0  # the longest one events stream lasts; the client reconnects
+_KEEP_ALIVE_S = 15.0
+
+router = APIRouter()
+
+
+@router.get(
+    "/v1/documents/{doc_id}/events", responses={200: {"content": {"text/event-stream": {}}}}
+)
+async def events(gw: State, doc_id: str, caller: Caller) -> StreamingResponse:
+    """Server-Sent Events: `progress` each time the document moves, then `result`."""
+    owned(gw, doc_id, caller)
+    return StreamingResponse(
+        _stream(gw, doc_id, caller),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache"},
+    )
+
+
+async def _stream(gw: Gateway, doc_id: str, caller: ApiKey) -> AsyncIterator[bytes]:
+    # A stream ends after a while even if the document does not (a replica can then shut
+    # down without waiting for it); the client reconnects.
+    ends_at = time.monotonic() + _STREAM_S
+    last = None
+    yield b"retry: 2000\n\n"
+    with gw.changes.watching(doc_id) as changed:
+        while True:
+            changed.clear()
+            row = owned(gw, doc_id, caller)
+            status = await status_of(gw, row)
+            body = status.model_dump_json(exclude={"result"} if not row.ended else set())
+            if body != last:
+                kind = "result" if row.ended else "progress"
+                yield f"event: {kind}\ndata: {body}\n\n".encode()
+                last = body
+            if row.ended or time.monotonic() > ends_at:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), _KEEP_ALIVE_S)
+            yield b": keep-alive\n\n"
