@@ -37,12 +37,13 @@ from typing import Annotated
 import typer
 from confluent_kafka import Consumer, TopicPartition
 
-from bench._cluster import cluster_settings, free_port, replicated_topics
+from bench import processes
+from bench.cluster import cluster_settings, replicated_topics
 from schemas import DocumentResult, Operation, Options, decode
+from streams.admin import topics_apply
 from streams.client.submit import Submitter
 from streams.kafka import clients as kafka
 from streams.local import broker
-from streams.operations import topics_apply
 from streams.settings import BrokerSettings, Settings
 from streams.topics import DELIVER_TABLE_CHANGELOG, RESULTS
 from synth.dataset import generate
@@ -102,7 +103,7 @@ class _Child:
 
     def __init__(self, name: str, args: list[str], env: dict[str, str], logs: Path) -> None:
         # Each child serves its own /metrics port.
-        env = {**env, "PAGESTREAM_AGENTS__WEB_PORT": str(free_port())}
+        env = {**env, "PAGESTREAM_AGENTS__WEB_PORT": str(processes.free_port())}
         self.name, self.args, self.env, self.logs = name, args, env, logs
         self.starts = 0
         self.proc = self._spawn()
@@ -130,13 +131,7 @@ class _Child:
         ]
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        processes.stop([self.proc], timeout_s=60)
 
 
 def _env(settings: Settings, node_txn_id: str) -> dict[str, str]:

@@ -48,16 +48,16 @@ from PIL import Image
 from rich.console import Console
 from rich.table import Table
 
-from bench._cluster import cluster
+from bench.cluster import cluster
 from gpu_node.extraction.engines import Engines
 from gpu_node.models.images import RGBArray, decode_image
 from gpu_node.models.registry import ModelRegistry
 from gpu_node.node.main import build_node
 from schemas import Operation, Options, PageState, Stage, encode, headers
 from schemas.pages import BlobRef
+from streams.admin import topics_apply
 from streams.blobs import BlobStore
 from streams.kafka import clients as kafka
-from streams.operations import topics_apply
 from streams.settings import (
     BlobSettings,
     KafkaSettings,

@@ -36,12 +36,10 @@ import io
 import itertools
 import logging
 import os
-import signal
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
@@ -50,11 +48,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bench._cluster import cluster, free_port
+from bench.cluster import cluster
+from bench.processes import free_port, stop
+from bench.stats import percentile
 from schemas import Operation, headers
+from streams.admin import topics_apply
 from streams.client.submit import Submitter
 from streams.kafka import clients as kafka
-from streams.operations import topics_apply
 from streams.settings import BlobSettings, KafkaSettings, Settings, TopicSettings
 from streams.topics import (
     CLASSIFIED,
@@ -117,15 +117,6 @@ class Seen:
         return out
 
 
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100)."""
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
-    return ordered[rank - 1]
-
-
 def _env(settings: Settings, scratch: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
@@ -148,18 +139,6 @@ def _spawn(name: str, env: dict[str, str], logs: Path) -> subprocess.Popen[bytes
     log = (logs / f"{name}.log").open("wb")
     cmd = [sys.executable, "-m", "streams", name]
     return subprocess.Popen(cmd, env=env, stdout=log, stderr=log)  # noqa: S603
-
-
-def _stop(procs: Iterable[subprocess.Popen[bytes]]) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p in procs:
-        try:
-            p.wait(60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(10)
 
 
 def _images(n: int) -> list[bytes]:
@@ -277,7 +256,7 @@ def main(
             raise
         finally:
             run.close()
-            _stop(procs)
+            stop(procs, timeout_s=60)
 
 
 def _measure(run: Run, docs: int, rate: float, burst: int) -> None:

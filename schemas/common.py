@@ -73,7 +73,7 @@ class Layout(StrEnum):
 class OcrEngineName(StrEnum):
     """Operation `ocr`: the engine that reads a page's pixels on the GPU node."""
 
-    rapidocr = "rapidocr"  # PP-OCR through onnxruntime; the default (bench/quality.py)
+    rapidocr = "rapidocr"  # PP-OCR through onnxruntime; the default (bench/quality)
     easyocr = "easyocr"
 
 

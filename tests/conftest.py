@@ -19,7 +19,6 @@ import gc
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ import pytest
 from confluent_kafka.admin import NewTopic
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bench.processes import free_port
 from streams.kafka import clients as kafka
 from streams.local import broker
 from streams.settings import BlobSettings, BrokerSettings, KafkaSettings, Settings, TopicSettings
@@ -71,17 +71,11 @@ class _TestEnv(BaseSettings):
     bootstrap: str | None = None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def broker_settings(tmp_path_factory: pytest.TempPathFactory) -> BrokerSettings:
     return BrokerSettings(
-        port=_free_port(),
-        controller_port=_free_port(),
+        port=free_port(),
+        controller_port=free_port(),
         data_dir=tmp_path_factory.mktemp("broker"),
         heap="768m",
     )
@@ -186,7 +180,7 @@ def vllm_server(tiny_vlm_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
     One server per session, shared by the engine tests and the node tests.
     """
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path_factory.mktemp("vllm-serve") / "serve.log"
     # The server `vllm serve` runs, started through its launcher module: the
     # `vllm` CLI itself looks up the distribution "vllm" for --version and dies

@@ -15,7 +15,7 @@ for the pages below `min_confidence`), and the share of pages the model decided 
 itself. Failures are listed by file name
 and turn only: the pages' text is never printed or logged.
 
-    python -m gpu_node.offline.real_pages bench/quality/pages [--checkpoint CKPT]
+    python -m gpu_node.offline.real_pages bench/quality/data/pages [--checkpoint CKPT]
         [--page-model] [--min-confidence 0.9] [--model-only] [--pdf-pages 5]
 """
 

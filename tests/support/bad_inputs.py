@@ -253,11 +253,6 @@ def bad_inputs() -> dict[str, tuple[bytes, str]]:
 
 # ---- hostile Kafka record values (any topic) -----------------------------------
 
-# What a test producer may send beyond pagestream's own limit (max_record_bytes,
-# 1,000,000): the broker's default message.max.bytes is 1,048,588, so another client
-# can put a record "just over" our limit on any topic.
-OVER_LIMIT_PRODUCER_CONFIG = {"message.max.bytes": 1_048_576}
-
 
 def _padded(size: int, **fields: object) -> bytes:
     """A JSON object of exactly `size` bytes: `fields` plus a padding string."""

@@ -110,18 +110,3 @@ def stage_topics(topology: Topology) -> dict[Stage, tuple[str, str]]:
         s: (topology.name(WORK_BY_STAGE[s.value]), topology.name(FACTS_BY_STAGE[s.value]))
         for s in Stage
     }
-
-
-def dense_cjk_pdf(lines: int, pages: int = 2) -> bytes:
-    """A born-digital PDF of `pages` pages of CJK text, `lines` lines of 280 characters
-    each (2 pt type, the Adobe CJK font referenced, not embedded: a few KB in all)."""
-    import pymupdf
-
-    doc: Any = pymupdf.open()  # type: ignore[no-untyped-call]
-    line = ("文書処理の試験です" * 40)[:280]
-    for _ in range(pages):
-        page = doc.new_page()
-        page.insert_text((10, 10), "\n".join([line] * lines), fontname="china-s", fontsize=2,
-                         lineheight=1.1)  # fmt: skip
-    data: bytes = doc.tobytes(garbage=3, deflate=True)
-    return data

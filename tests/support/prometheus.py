@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import yaml
 
-from tests.support.agents import free_port
+from bench.processes import free_port, stop
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "ops" / "prometheus" / "rules" / "pagestream.rules.yml"
@@ -106,9 +106,4 @@ def prometheus(folder: Path, jobs: dict[str, list[str]], rules: Path) -> Iterato
             time.sleep(0.2)
         yield server
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop([proc], timeout_s=20)

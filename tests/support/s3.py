@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.agents import free_port
+from bench.processes import free_port, stop
 
 # Dummy credentials: moto accepts any. Real deployments give s3fs credentials the AWS
 # way (environment, profile, instance role), never through pagestream's settings.
@@ -73,12 +73,7 @@ def s3_server(log: Path) -> Iterator[S3Server]:
         yield server
     finally:
         server.resume()
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop([proc], timeout_s=10)
 
 
 def _wait_until_answering(server: S3Server, log: Path) -> None:

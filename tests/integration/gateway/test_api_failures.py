@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.processes import free_port
 from streams.blobs import PARTIAL_DIR
 from streams.settings import Settings
 from streams.topics import Topology
@@ -190,7 +191,7 @@ def test_a_replica_killed_mid_upload_and_the_client_s_retry_submit_once(
 def test_with_the_broker_down_a_post_answers_503_and_submits_nothing(
     cli_env: Settings, api_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("PAGESTREAM_KAFKA__BOOTSTRAP_SERVERS", f"127.0.0.1:{support.free_port()}")
+    monkeypatch.setenv("PAGESTREAM_KAFKA__BOOTSTRAP_SERVERS", f"127.0.0.1:{free_port()}")
     api = start_api(api_dir, SUBMIT_TIMEOUT_S="2")
     try:
         _until(lambda: _answers(api, "/healthz") == 200, "serving", api)

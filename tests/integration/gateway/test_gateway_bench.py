@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.gateway import markdown, run
+from bench.gateway.figures import markdown
+from bench.gateway.run import run
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

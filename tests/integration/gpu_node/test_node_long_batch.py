@@ -28,7 +28,7 @@ def test_a_batch_longer_than_the_poll_interval_keeps_the_node_in_its_group(
     # EasyOCR on a CPU: 8 pages a batch take longer than the 10 s poll interval. Before,
     # the loop blocked on the batch in flight while the next one waited: past the
     # interval the consumer left its group, the transaction was fenced and aborted,
-    # and the same pages were read and run again (bench/quality.py: 16 pages of OCR
+    # and the same pages were read and run again (bench/quality: 16 pages of OCR
     # outlasted the default 300 s). Now the node polls, its partitions paused, while
     # it waits.
     # EasyOCR (the slower engine, about 3 s a page here) and no layout pass: 6 pages a

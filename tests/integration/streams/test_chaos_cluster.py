@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import ConfigResource, ResourceType
 
-from bench._cluster import cluster_settings, replicated_topics
 from bench.chaos import ChaosPlan, run_chaos
+from bench.cluster import cluster_settings, replicated_topics
+from streams.admin import topics_apply
 from streams.kafka import clients as kafka
 from streams.local import broker
-from streams.operations import topics_apply
 from streams.settings import BlobSettings, BrokerSettings, KafkaSettings, Settings
 from streams.topics import RESULTS
 

@@ -1,4 +1,4 @@
-"""The fuzzer's records on a real broker (tests/support/hostile_records.py): a few hundred
+"""The fuzzer's records on a real broker (bench/hostile_records.py): a few hundred
 hostile submissions on docs.raw and pages on a facts topic (route) and on
 docs.pages.done (deliver), beside ordinary documents, with a real agents worker.
 Every ordinary document completes, every generated record ends (a dead letter of it,
@@ -26,6 +26,16 @@ from typing import Any
 import pytest
 from hypothesis import strategies as st
 
+from bench.hostile_records import (
+    DOC,
+    OVER_LIMIT_PRODUCER_CONFIG,
+    drawn,
+    fill,
+    headers,
+    page_values,
+    submissions,
+)
+from bench.hostile_records import text_pdf as fuzz_pdf
 from schemas import DocumentResult, Operation, Options, decode
 from schemas import headers as h
 from streams.blobs import BlobStore
@@ -35,9 +45,6 @@ from streams.settings import Settings
 from streams.topics import DLQ, PAGES_DONE, RAW, RECOGNIZED, RESULTS, Topology
 from synth.pdf import report_pages, text_pdf
 from tests.support import agents as support
-from tests.support.bad_inputs import OVER_LIMIT_PRODUCER_CONFIG
-from tests.support.hostile_records import DOC, drawn, fill, headers, page_values, submissions
-from tests.support.hostile_records import text_pdf as fuzz_pdf
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

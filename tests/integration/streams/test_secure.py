@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -23,10 +22,11 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from pydantic import SecretStr
 
+from bench.processes import free_port
+from streams.admin import topics_apply
 from streams.kafka import clients as kafka
 from streams.kafka import errors as kafka_errors
 from streams.local import broker
-from streams.operations import topics_apply
 from streams.security import acls, acls_apply, credentials
 from streams.settings import (
     BlobSettings,
@@ -42,17 +42,11 @@ from tests.support.up import EXPECTED, sample_statuses
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def secure_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerSettings]:
     settings = BrokerSettings(
-        port=_free_port(),
-        controller_port=_free_port(),
+        port=free_port(),
+        controller_port=free_port(),
         data_dir=tmp_path_factory.mktemp("secure") / "broker",
         heap="768m",
         secure=True,
@@ -157,8 +151,8 @@ def test_only_the_gpu_node_owns_its_transactional_ids(secure: Settings) -> None:
 
 
 def test_the_monitor_reads_lag_but_not_records(secure: Settings) -> None:
-    from streams.operations.lag import all_lag
-    from streams.operations.records import record_counter
+    from streams.admin.lag import all_lag
+    from streams.admin.records import record_counter
 
     topo = secure.topology
     gpu = _as(secure, acls.GPU_NODE)
@@ -298,10 +292,10 @@ def test_up_secure_runs_every_operation_with_no_secret_in_any_log(
         PAGESTREAM_BROKER__DATA_DIR=str(b.data_dir),
         PAGESTREAM_BROKER__PORT=str(b.port),
         PAGESTREAM_BROKER__CONTROLLER_PORT=str(b.controller_port),
-        PAGESTREAM_AGENTS__WEB_PORT=str(_free_port()),
-        PAGESTREAM_API__PORT=str(_free_port()),
+        PAGESTREAM_AGENTS__WEB_PORT=str(free_port()),
+        PAGESTREAM_API__PORT=str(free_port()),
         PAGESTREAM_AGENTS__DATA_DIR=str(tmp_path / "agents"),
-        PAGESTREAM_NODE__HTTP_PORT=str(_free_port()),
+        PAGESTREAM_NODE__HTTP_PORT=str(free_port()),
         PAGESTREAM_NODE__MAX_WAIT_MS="50",
         COLUMNS="200",
     )
@@ -403,7 +397,7 @@ def test_a_three_node_secure_cluster_replicates_between_its_nodes_as_admin(
 ) -> None:
     """Inter-broker traffic is SASL_SSL too: acks=all with min.insync.replicas 2 succeeds
     only if the followers, logging in as admin, fetch from the leader."""
-    ports = [_free_port() for _ in range(2)]
+    ports = [free_port() for _ in range(2)]
     cluster = BrokerSettings(port=ports[0], controller_port=ports[1], nodes=3, secure=True,
                              data_dir=tmp_path / "cluster", heap="384m")  # fmt: skip
     broker.start(cluster)

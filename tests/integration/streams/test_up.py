@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,18 +16,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.processes import free_port
 from streams.settings import Settings
 from streams.topics import Topology
 from synth.pdf import report_pages, text_pdf
 from tests.support.up import EXPECTED, sample_statuses
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _alive(pid: int) -> bool:
@@ -44,10 +38,10 @@ def test_up_runs_every_operation_prints_results_and_lag_then_stops_on_ctrl_c(
 ):
     env = dict(
         os.environ,
-        PAGESTREAM_AGENTS__WEB_PORT=str(_free_port()),
-        PAGESTREAM_NODE__HTTP_PORT=str(_free_port()),
+        PAGESTREAM_AGENTS__WEB_PORT=str(free_port()),
+        PAGESTREAM_NODE__HTTP_PORT=str(free_port()),
         PAGESTREAM_NODE__MAX_WAIT_MS="50",
-        PAGESTREAM_API__PORT=str(_free_port()),
+        PAGESTREAM_API__PORT=str(free_port()),
         COLUMNS="200",
     )
     out_path = tmp_path / "up.out"

@@ -1,4 +1,4 @@
-"""bench/gateway.py's arithmetic: percentiles, the gateway's CPU seconds between Locust's
+"""bench.gateway's arithmetic: percentiles, the gateway's CPU seconds between Locust's
 start and stop, Locust's CSV, the figures and their table; bench/locustfile.py's upload
 is a multipart body the gateway's parser takes."""
 
@@ -10,17 +10,15 @@ from pathlib import Path
 import pytest
 from python_multipart.multipart import MultipartParser
 
-from bench.gateway import (
+from bench.gateway.figures import (
     TARGET_ADDED_P50_MS,
     Latency,
-    LocustRow,
     Report,
     cpu_between,
-    locust_rows,
-    locustfile,
     markdown,
-    percentile,
 )
+from bench.gateway.locust import LocustRow, locust_rows, locustfile
+from bench.stats import percentile
 
 
 def test_percentile_interpolates_between_ranks() -> None:

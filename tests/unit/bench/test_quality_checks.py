@@ -1,4 +1,4 @@
-"""bench/quality.py's scoring: each kind of check passing and failing on small Markdown,
+"""bench.quality's scoring: each kind of check passing and failing on small Markdown,
 the normalisation both sides go through, tables parsed from Markdown and HTML, character
 error, and the shipped corpus' checks being well formed."""
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from bench._quality_checks import Check, best_ratio, cer, matches, normalize, plain_text, score
-from bench._quality_tables import all_tables, html_tables, markdown_tables
-from bench.quality import load_corpus, spread
+from bench.quality.checks import Check, best_ratio, cer, matches, normalize, plain_text, score
+from bench.quality.corpus import load_corpus, spread
+from bench.quality.tables import all_tables, html_tables, markdown_tables
 
 
 def check(kind: str, **fields: Any) -> Check:

@@ -11,7 +11,6 @@ import asyncio
 import base64
 import io
 import json
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -31,12 +30,6 @@ from streams.settings import OpenAISettings
 from synth.dataset import generate
 
 MAX_PIXELS = 64 * 28 * 28
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def pages(types: list[DocumentType | None], seed: int = 7) -> list[ExtractionInput]:

@@ -30,7 +30,7 @@ from streams.settings import ModelSettings
 from synth.doctypes import ROTATIONS
 from synth.pages_real import page_rng, render_real_page
 
-BENCH_PAGES = Path(__file__).resolve().parents[4] / "bench" / "quality" / "pages"
+BENCH_PAGES = Path(__file__).resolve().parents[4] / "bench" / "quality" / "data" / "pages"
 
 
 def _page_with_print() -> np.ndarray:

@@ -24,6 +24,19 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
+from bench.hostile_records import (
+    BLOB,
+    URIS,
+    chars,
+    fill,
+    headers,
+    mostly,
+    names_its_cause,
+    page_values,
+    plain_page,
+    small_png,
+    texts,
+)
 from gpu_node.models.classifier import PageReading
 from gpu_node.models.images import decode_image
 from gpu_node.node.metrics import NodeMetrics
@@ -43,23 +56,11 @@ from schemas import (
 from schemas.extraction import ExtractionResult, GenericFields, KeyValue
 from schemas.pages import BlobRef, OcrBox, OcrResult
 from streams.blobs import BlobStore, BlobStoreUnavailableError
+from streams.faults import OutputTooLargeError, WorldError, is_worlds_fault
+from streams.kafka.dead_letters import DeadLetters
 from streams.kafka.envelope import Origin, Outgoing
-from streams.kafka.faults import DeadLetters, OutputTooLargeError, WorldError, is_worlds_fault
 from streams.settings import NodeSettings
 from streams.topics import DLQ, FACTS_BY_STAGE, WORK_BY_STAGE, Topology
-from tests.support.hostile_records import (
-    BLOB,
-    URIS,
-    chars,
-    fill,
-    headers,
-    mostly,
-    names_its_cause,
-    page_values,
-    plain_page,
-    small_png,
-    texts,
-)
 
 LIMIT = 50_000
 TOPO = Topology("f.")

@@ -7,7 +7,7 @@ while the world is fine: a record retried forever holds an ingest slot forever.
 
 The step runs for real: a render process (streams/media/sandbox.py, one for the module),
 a blob store on a temporary folder with a link loop in it. Submissions (see
-tests/support/hostile_records.py) carry odd and huge fields, payloads inline (random
+bench/hostile_records.py) carry odd and huge fields, payloads inline (random
 bytes, PDFs with text layers past the limit, bad base64) or by URI (under the blob
 root and naming no possible blob, outside it, odd), wrong and huge headers, and are
 sized around a small limit (50 KB) so that records at it are cheap to make.
@@ -22,16 +22,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 
-from schemas import DocumentResult, DocumentSubmitted, PageState, decode
-from schemas.headers import ERROR_EXCEPTION_CLASS as ERROR_CLASS
-from streams.agents.ingest import Ingest
-from streams.blobs import BlobStore
-from streams.kafka.envelope import Origin, Outgoing
-from streams.kafka.faults import DeadLetters
-from streams.media.raster import Budget
-from streams.media.sandbox import RendererPool
-from streams.topics import DLQ, PAGES_DONE, RAW, RESULTS, WORK_BY_STAGE, Topology
-from tests.support.hostile_records import (
+from bench.hostile_records import (
     BLOB,
     DOC,
     ROOT,
@@ -44,6 +35,15 @@ from tests.support.hostile_records import (
     text_pdf,
     through_the_gate,
 )
+from schemas import DocumentResult, DocumentSubmitted, PageState, decode
+from schemas.headers import ERROR_EXCEPTION_CLASS as ERROR_CLASS
+from streams.agents.ingest import Ingest
+from streams.blobs import BlobStore
+from streams.kafka.dead_letters import DeadLetters
+from streams.kafka.envelope import Origin, Outgoing
+from streams.media.raster import Budget
+from streams.media.sandbox import RendererPool
+from streams.topics import DLQ, PAGES_DONE, RAW, RESULTS, WORK_BY_STAGE, Topology
 
 LIMIT = 50_000
 TOPO = Topology("f.")

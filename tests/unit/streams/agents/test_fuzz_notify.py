@@ -23,13 +23,22 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 from pydantic import SecretStr
 
+from bench.hostile_records import (
+    attributes,
+    chars,
+    corrupted,
+    headers,
+    mostly,
+    through_the_gate,
+)
+from bench.processes import free_port
 from schemas import DocumentResult, Operation, WebhookDelivery, decode, encode
 from schemas import headers as h
-from streams.agents.handling import RecordHandling
+from streams.agents.failure_policy import RecordHandling
 from streams.agents.metrics import AgentMetrics
 from streams.agents.notify import STAGE, WebhookNotifier
+from streams.kafka.dead_letters import DeadLetters
 from streams.kafka.envelope import Origin, Outgoing
-from streams.kafka.faults import DeadLetters
 from streams.settings import AgentSettings
 from streams.topics import DLQ, WEBHOOKS, Topology
 from streams.webhooks.signing import (
@@ -38,15 +47,7 @@ from streams.webhooks.signing import (
     TIMESTAMP_HEADER,
     signature,
 )
-from tests.support.agents import WebhookReceiver, free_port, webhook_receiver
-from tests.support.hostile_records import (
-    attributes,
-    chars,
-    corrupted,
-    headers,
-    mostly,
-    through_the_gate,
-)
+from tests.support.agents import WebhookReceiver, webhook_receiver
 
 LIMIT = 50_000
 TOPO = Topology("f.")

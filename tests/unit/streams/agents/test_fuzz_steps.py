@@ -18,23 +18,23 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schemas import DocumentResult, DocumentType, Operation, Stage, decode, encode
-from schemas import headers as h
-from schemas.pages import ClassificationResult, OcrResult
-from streams.agents.deliver import Deliver
-from streams.agents.route import Router
-from streams.agents.table import JsonTable
-from streams.blobs import BlobStore
-from streams.kafka.envelope import Origin, Outgoing
-from streams.kafka.faults import DeadLetters
-from streams.topics import DLQ, PAGES_DONE, RECOGNIZED, RESULTS, Topology
-from tests.support.hostile_records import (
+from bench.hostile_records import (
     Changelog,
     headers,
     page_values,
     plain_page,
     through_the_gate,
 )
+from schemas import DocumentResult, DocumentType, Operation, Stage, decode, encode
+from schemas import headers as h
+from schemas.pages import ClassificationResult, OcrResult
+from streams.agents.deliver import Deliver
+from streams.agents.json_table import JsonTable
+from streams.agents.route import Router
+from streams.blobs import BlobStore
+from streams.kafka.dead_letters import DeadLetters
+from streams.kafka.envelope import Origin, Outgoing
+from streams.topics import DLQ, PAGES_DONE, RECOGNIZED, RESULTS, Topology
 
 LIMIT = 50_000
 TOPO = Topology("f.")

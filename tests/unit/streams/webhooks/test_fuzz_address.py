@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from bench.hostile_records import chars, mostly
 from streams.webhooks.address import Resolver, is_public, resolve
 from streams.webhooks.errors import Retryable, WebhookURLRefused
 from tests.support.dns import dns_server
-from tests.support.hostile_records import chars, mostly
 
 TOKEN = "tok3n-secret"  # in every URL's query: never in what a refusal says
 ADDRESSES = {

@@ -1,5 +1,5 @@
 """Tables in a reader's output, as grids of cells: GitHub-style Markdown tables and HTML
-tables (rowspan and colspan included), for the `table` checks of bench/quality.py.
+tables (rowspan and colspan included), for the `table` checks of bench.quality.
 
 A cell knows its neighbours the way olmOCR-bench's table checks ask for them: the cells
 immediately up, down, left and right of it (several when spans make it so), and its

@@ -9,14 +9,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from bench.processes import free_port
 from streams.local import broker
 from streams.settings import BrokerSettings, TopicSettings
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _free_for_nodes(nodes: int, taken: set[int]) -> int:

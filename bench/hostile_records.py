@@ -1,6 +1,7 @@
 """Hostile records for every topic a stage reads, as Hypothesis strategies: the unit
-fuzzers' (tests/unit/**/test_fuzz_*.py, one stage's pure step each) and the live
-variant's (tests/integration/streams/test_fuzz_live.py, the same records on a real broker).
+fuzzers' (tests/unit/**/test_fuzz_*.py, one stage's pure step each), the live
+variant's (tests/integration/streams/test_fuzz_live.py, the same records on a real broker)
+and the soak's hostile share (bench/soak/load.py).
 
 Every strategy is sized around a record limit it is given (`limit`): texts, values and
 headers cluster at a few bytes, at a fraction of the limit and at the limit itself,
@@ -39,12 +40,17 @@ from schemas import (
 from schemas import headers as h
 from schemas.documents import MAX_INLINE_BYTES
 from schemas.pages import OcrResult
+from streams.faults import is_worlds_fault
+from streams.kafka.dead_letters import DeadLetters
 from streams.kafka.envelope import Origin, Outgoing
-from streams.kafka.faults import DeadLetters, is_worlds_fault
 
 T = TypeVar("T")
 IMAGE = BlobRef(uri="file:///blobs/x.png", sha256="0" * 64, media_type="image/png", size_bytes=10)
 DOC_IDS = ("doc-a", "doc-b", "doc.c:1")
+# What a test producer may send beyond pagestream's own limit (max_record_bytes,
+# 1,000,000): the broker's default message.max.bytes is 1,048,588, so another client
+# can put a record "just over" our limit on any topic.
+OVER_LIMIT_PRODUCER_CONFIG = {"message.max.bytes": 1_048_576}
 # Placeholders in submissions, replaced by `fill`.
 ROOT, BLOB, BLOB_SHA, DOC = "@root@", "@blob@", "@blob-sha@", "fuzzdoc0"
 
@@ -168,7 +174,7 @@ def text_pdf(kind: str) -> bytes:
     CJK (a 1-page 55-line one is a 50 KB OcrResult), thousands of short lines, no text."""
     import pymupdf
 
-    from tests.support.pages import dense_cjk_pdf
+    from synth.pdf import dense_cjk_pdf
 
     if kind.startswith("cjk"):
         return dense_cjk_pdf(int(kind[3:]), pages=1)
@@ -345,7 +351,7 @@ def names_its_cause(letter: Outgoing, stage: str) -> None:
 def through_the_gate(
     dead: DeadLetters, stage: str, origin: Origin, step: Callable[[Origin], list[Outgoing]]
 ) -> list[Outgoing]:
-    """What RecordHandling sends for `origin` (streams/agents/handling.py): the step's
+    """What RecordHandling sends for `origin` (streams/agents/failure_policy.py): the step's
     outputs fitted by DeadLetters, or the dead letter of what it raised. Asserted: the
     step never blames the world for a record (retried forever, the record would hold
     its partition), every output fits through the one gate, and every dead letter names

@@ -1,4 +1,4 @@
-"""The pipeline side of bench/quality.py: one pipeline as `pagestream up` runs it, every
+"""The pipeline side of bench.quality: one pipeline as `pagestream up` runs it, every
 page submitted with operation `ocr` once per reader, each page's Markdown collected from
 docs.results (claim-checked parts fetched from the blob store).
 
@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench._cluster import pipeline_environment
+from bench.cluster import pipeline_environment
 from schemas import Backend, DocumentResult, Layout, OcrEngineName, Operation, Options, TextLayer
 from schemas.pages import OcrResult
 from schemas.results import PageResult

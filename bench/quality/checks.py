@@ -1,6 +1,6 @@
-"""The checks of bench/quality.py and how a reader's Markdown is scored against them.
+"""The checks of bench.quality and how a reader's Markdown is scored against them.
 
-Kinds, in the spirit of olmOCR-bench (whose sample checks bench/quality/checks.jsonl
+Kinds, in the spirit of olmOCR-bench (whose sample checks bench/quality/data/checks.jsonl
 converts, field names kept):
 
 - `present`: `text` appears, fuzzily: the best partial match scores at least
@@ -11,9 +11,9 @@ converts, field names kept):
 - `order`: a match of `before` starts before a match of `after`.
 - `table`: a table cell matching `cell` (rapidfuzz ratio, at least 0.5) whose neighbours
   match `up`, `down`, `left`, `right`, `top_heading`, `left_heading` (those given), in a
-  Markdown or an HTML table (bench/_quality_tables.py).
+  Markdown or an HTML table (tables.py).
 - `cer`: character error rate against the ground-truth text in `truth` (a file under
-  bench/quality): Levenshtein distance over the truth's length, on plain text
+  bench/quality/data): Levenshtein distance over the truth's length, on plain text
   (Markdown syntax and whitespace runs removed), capped at 1. Reported, not passed.
 
 Both sides are normalised the same way first: HTML comments and inline tags, Markdown
@@ -32,7 +32,7 @@ from typing import Any
 from rapidfuzz import fuzz
 from rapidfuzz.distance import Levenshtein
 
-from bench._quality_tables import Pos, Table, all_tables
+from bench.quality.tables import Pos, Table, all_tables
 
 SCORED = ("present", "absent", "order", "table")
 KINDS = (*SCORED, "cer")

@@ -14,6 +14,15 @@ from typing import Any
 from confluent_kafka import KafkaError, Message
 from hypothesis import strategies as st
 
+from bench.hostile_records import (
+    DOC,
+    OVER_LIMIT_PRODUCER_CONFIG,
+    drawn,
+    fill,
+    headers,
+    submissions,
+)
+from bench.hostile_records import text_pdf as fuzz_pdf
 from schemas import DocumentResult, Operation, Options, RecordError, decode
 from schemas import headers as h
 from streams.blobs import BlobStore
@@ -21,9 +30,6 @@ from streams.client.submit import Submitter
 from streams.kafka import clients as kafka
 from streams.settings import Settings
 from streams.topics import DLQ, RAW, RESULTS
-from tests.support.bad_inputs import OVER_LIMIT_PRODUCER_CONFIG
-from tests.support.hostile_records import DOC, drawn, fill, headers, submissions
-from tests.support.hostile_records import text_pdf as fuzz_pdf
 
 Coordinates = tuple[str, int, int]
 Headers = list[tuple[str, str | bytes | None]]

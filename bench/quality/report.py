@@ -1,4 +1,4 @@
-"""Scores and reports of bench/quality.py: each reader's outputs against the corpus'
+"""Scores and reports of bench.quality: each reader's outputs against the corpus'
 checks, the summary table (Markdown) and the JSON report with every check's outcome."""
 
 from __future__ import annotations
@@ -10,24 +10,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench._quality_checks import SCORED, Check, Outcome, cer, score
-from bench._quality_run import PageRun, ReaderRun
-
-
-@dataclass(frozen=True)
-class Page:
-    """A page of the corpus (bench/quality/pages.jsonl)."""
-
-    id: str
-    file: str
-    kind: str  # paper, table, form, book, scan, handwritten, rotated, report, other
-    origin: str  # digital (a PDF with its own text) or scan (pixels only, or an OCR layer)
-    rotation: int = 0  # clockwise quarter turns given to an upright scan, in degrees
-
-    @property
-    def expected_correction(self) -> int:
-        """The clockwise correction that makes the page upright again."""
-        return (360 - self.rotation) % 360
+from bench.quality.checks import SCORED, Check, Outcome, cer, score
+from bench.quality.corpus import Page
+from bench.quality.run import PageRun, ReaderRun
 
 
 @dataclass

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench._soak_sample import Sample
+from bench.soak.sample import Sample
 
 GROWTH_LIMIT_PCT = 10.0
 # Counted up by design (not judged): drawn beside the others, in one panel.

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 import psutil  # type: ignore[import-untyped]
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
+from streams.admin.lag import all_lag
+from streams.admin.records import record_counter
 from streams.kafka import clients as kafka
 from streams.local import broker
 from streams.local.up import Child
-from streams.operations.lag import all_lag
-from streams.operations.records import record_counter
 from streams.settings import Settings
 from streams.topics import DELIVER_TABLE_CHANGELOG
 
@@ -50,7 +50,7 @@ def processes(settings: Settings, children: list[Child]) -> dict[str, psutil.Pro
         except psutil.NoSuchProcess:
             continue
         found[child.name] = top
-        renders = [p for p in below if "streams.media.sandbox" in " ".join(_cmdline(p))]
+        renders = [p for p in below if "streams.media.render_child" in " ".join(_cmdline(p))]
         others = [p for p in below if p not in renders]
         # A render process replaced (a timeout, a crash) takes over its slot's label.
         found.update({f"{child.name} render {k + 1}": p for k, p in enumerate(renders)})

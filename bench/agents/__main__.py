@@ -1,0 +1,52 @@
+"""`python -m bench.agents`: route and deliver throughput, one worker and two, each
+configuration repeated (see the package's docstring)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+import typer
+
+from bench.agents.figures import report
+from bench.agents.run import measure, wait_for_coordinator
+from bench.agents.work import AGENTS
+from bench.cluster import cluster
+from streams.kafka import clients as kafka
+from streams.settings import KafkaSettings
+
+app = typer.Typer(add_completion=False)
+
+
+@app.command()
+def main(
+    records: Annotated[int, typer.Option(min=1)] = 20_000,
+    agent: Annotated[
+        list[str] | None, typer.Option(help="route, deliver (repeatable); default both")
+    ] = None,
+    repeats: Annotated[int, typer.Option(min=1, help="runs of each configuration")] = 3,
+    prefill: Annotated[
+        bool, typer.Option(help="fill the input topic before the workers start (see docstring)")
+    ] = False,
+    timeout: Annotated[float, typer.Option(help="seconds per run")] = 600.0,
+    bootstrap: Annotated[str | None, typer.Option(help="use this cluster")] = None,
+) -> None:
+    logging.basicConfig(level=logging.WARNING)
+    names = agent or list(AGENTS)
+    unknown = set(names) - set(AGENTS)
+    if unknown:
+        raise typer.BadParameter(f"unknown agent(s): {', '.join(sorted(unknown))}")
+    with cluster(bootstrap) as (address, scratch):
+        kafka_settings = KafkaSettings(bootstrap_servers=address)
+        wait_for_coordinator(kafka.admin(kafka_settings))
+        for name in names:
+            results = []
+            for _ in range(repeats):
+                for k in (1, 2):  # alternating: a slow phase of the machine hits both
+                    results.append(measure(AGENTS[name], k, records, kafka_settings, scratch,
+                                           timeout, prefill=prefill))  # fmt: skip
+            report(AGENTS[name], results)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,126 @@
+"""A run's figures (records per second of the commits, of the outputs and of the
+workers' CPU) and the tables printed per agent: every run, then the medians and spreads
+beside the targets."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.table import Table
+
+from bench.agents.work import Agent
+
+out = Console()
+
+# What issue 16 asks of route and deliver on small records.
+TARGET_PER_WORKER = 3000.0
+TARGET_RATIO = 2.0
+
+
+@dataclass(frozen=True)
+class Result:
+    agent: str
+    workers: int
+    records: int
+    start_s: float | None  # worker start -> group stable (None: --prefill)
+    total_s: float
+    steady_s: float
+    steady_records: int  # committed within the steady window
+    outputs: int  # records in gpu.classify at the end
+    output_s: float
+    output_records: int  # appended to gpu.classify within output_s
+    cpu_s: float = math.nan  # the workers' CPU time (user + system) while they worked
+
+    @property
+    def rate(self) -> float:
+        return ratio(self.steady_records, self.steady_s)
+
+    @property
+    def cpu_rate(self) -> float:
+        """Records per second of worker CPU: what one worker would do with a core to
+        itself; unlike the wall-clock rates, hardly moved by what else the machine runs."""
+        return ratio(self.records, self.cpu_s)
+
+    @property
+    def output_rate(self) -> float:
+        return ratio(self.output_records, self.output_s)
+
+
+def ratio(a: float, b: float) -> float:
+    # nan when a run is too short to have a steady phase (a few hundred records).
+    return a / b if b > 0 else math.nan
+
+
+def _spread(values: list[float]) -> str:
+    """median (min-max)"""
+    ok = [v for v in values if not math.isnan(v)]
+    if not ok:
+        return "nan"
+    return f"{statistics.median(ok):.0f} ({min(ok):.0f}-{max(ok):.0f})"
+
+
+def _spread_ratio(values: list[float]) -> str:
+    ok = [v for v in values if not math.isnan(v)]
+    if not ok:
+        return "nan"
+    return f"{statistics.median(ok):.2f} ({min(ok):.2f}-{max(ok):.2f})"
+
+
+def report(agent: Agent, results: list[Result]) -> None:
+    table = Table(
+        "workers",
+        "records",
+        "outputs",
+        "start s",
+        "total s",
+        "steady s",
+        "rec/s commits",
+        "rec/s outputs",
+        "rec/CPU-s",
+        title=f"{agent.name} agent: {results[0].records} records "
+        f"{agent.source.base} -> {agent.sink.base}, every run",
+    )
+    for r in results:
+        table.add_row(
+            str(r.workers),
+            str(r.records),
+            str(r.outputs),
+            "-" if r.start_s is None else f"{r.start_s:.2f}",
+            f"{r.total_s:.2f}",
+            f"{r.steady_s:.2f}",
+            f"{r.rate:.0f}",
+            f"{r.output_rate:.0f}",
+            f"{r.cpu_rate:.0f}",
+        )
+    out.print(table)
+    ones = [r for r in results if r.workers == 1]
+    twos = [r for r in results if r.workers == 2]
+    summary = Table(
+        "figure",
+        "median (min-max)",
+        "target",
+        title=f"{agent.name} agent: {len(ones)} runs per configuration",
+    )
+    summary.add_row(f"{agent.name} rec/s per worker, one worker (outputs)",
+                    _spread([r.output_rate for r in ones]),
+                    f">= {TARGET_PER_WORKER:.0f}")  # fmt: skip
+    summary.add_row(f"{agent.name} rec/s per worker, two workers (outputs / 2)",
+                    _spread([r.output_rate / 2 for r in twos]),
+                    f">= {TARGET_PER_WORKER:.0f}")  # fmt: skip
+    summary.add_row(f"{agent.name} rec per worker CPU-second, one worker",
+                    _spread([r.cpu_rate for r in ones]), f">= {TARGET_PER_WORKER:.0f}")  # fmt: skip
+    summary.add_row(f"{agent.name} rec per worker CPU-second, two workers",
+                    _spread([r.cpu_rate for r in twos]), f">= {TARGET_PER_WORKER:.0f}")  # fmt: skip
+    summary.add_row("one worker rec/s (commits)", _spread([r.rate for r in ones]), "")
+    summary.add_row("two workers rec/s (commits)", _spread([r.rate for r in twos]), "")
+    pairs = list(zip(ones, twos, strict=True))  # the runs of one repeat
+    summary.add_row("two workers / one (outputs)",
+                    _spread_ratio([ratio(b.output_rate, a.output_rate) for a, b in pairs]),
+                    f"close to {TARGET_RATIO:.0f}")  # fmt: skip
+    summary.add_row("two workers / one (commits)",
+                    _spread_ratio([ratio(b.rate, a.rate) for a, b in pairs]),
+                    f"close to {TARGET_RATIO:.0f}")  # fmt: skip
+    out.print(summary)
