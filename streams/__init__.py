@@ -2,16 +2,18 @@
 
 At the top, the facts every process shares: `topics` (every topic, the single source of
 truth), `routing` (`next_step()`, the one place that decides where a page goes next),
-`settings` (one root for every process) and `blobs` (the content-addressed claim-check
-store). Then one package per concern:
+`settings` (one root for every process), `faults` (whose fault a failure is: the world's,
+retried, or the record's, dead-lettered; a leaf the packages below all import), `blobs`
+(the content-addressed claim-check store) and `claim_check` (what moves to it).
+Then one package per concern:
 
-    kafka       records as every process reads and writes them; the one fault path
+    kafka       records as every process reads and writes them, and their dead letters
     media       uploads sniffed and split into pages, in a sandboxed render process
     webhooks    signed POSTs of results to checked callback addresses
     security    ACLs per role, credentials, TLS of the embedded broker
     telemetry   traces and the metrics both processes export
     client      submit documents, read results and progress
-    operations  topics apply, lag, record counts, the exporter, DLQ tools
+    admin       operator tooling: topics apply, lag, record counts, the exporter, DLQ tools
     local       the embedded Kafka broker and `pagestream up`
     agents      the faust agents: ingest, route, deliver, notify
     cli         the `pagestream` command line

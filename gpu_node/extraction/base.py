@@ -10,7 +10,7 @@ from gpu_node.models.images import RGBArray
 from schemas.common import DocumentType
 from schemas.extraction import ExtractionResult
 from schemas.pages import OcrResult
-from streams.kafka.faults import WorldError
+from streams.faults import WorldError
 
 
 @dataclass(frozen=True)

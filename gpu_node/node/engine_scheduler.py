@@ -44,7 +44,7 @@ from gpu_node.node.ordering import TopicPartitionKey
 from gpu_node.node.tasks import Task, document_type
 from schemas import ExtractionResult, Stage
 from schemas.pages import OcrResult
-from streams.kafka.faults import is_worlds_fault
+from streams.faults import is_worlds_fault
 from streams.settings import NodeSettings
 
 log = logging.getLogger(__name__)

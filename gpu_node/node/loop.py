@@ -54,8 +54,8 @@ from gpu_node.node.tasks import Task
 from gpu_node.node.transactions import FatalNodeError, Transactions, WedgedClientError
 from schemas import PageState, Stage, decode
 from streams.blobs import BlobStore
+from streams.kafka.dead_letters import DeadLetters
 from streams.kafka.envelope import Origin
-from streams.kafka.faults import DeadLetters
 from streams.settings import NodeSettings
 from streams.topics import DLQ, FACTS_BY_STAGE, WORK_BY_STAGE, Topology
 

@@ -26,8 +26,9 @@ from gpu_node.node.transactions import Refusals
 from schemas import PageState, Stage, headers
 from streams.blobs import BlobStore
 from streams.claim_check import ClaimCheck
+from streams.faults import OutputTooLargeError, WorldError, is_worlds_fault
+from streams.kafka.dead_letters import DeadLetters
 from streams.kafka.envelope import Origin, Outgoing, error_message, next_record
-from streams.kafka.faults import DeadLetters, OutputTooLargeError, WorldError, is_worlds_fault
 from streams.routing import stages_for
 from streams.settings import NodeSettings
 from streams.telemetry import tracing

@@ -4,13 +4,13 @@ Workers of the same app (same topic prefix and app_id) form one consumer group
 and share the partitions: start more `pagestream agents` processes to scale. The
 logic lives in ingest.py, route.py, deliver.py and notify.py as plain objects from
 a consumed record (`streams.kafka.envelope.Origin`) to the records to send; this module
-only builds them, registers the loops that feed them (loops.py) and moves bytes.
+only builds them, registers the loops that feed them (pipelined.py) and moves bytes.
 Agents are at-least-once (faust's exactly_once is unreliable): an input counts as
 processed (faust may commit its offset) only once the broker acknowledged every output.
 ingest renders up to `agents.render_processes` documents at once and acknowledges each
 partition's inputs in order; route and deliver keep up to `agents.max_in_flight`
 records in flight and acknowledge their inputs in order as the outputs are
-acknowledged (pipeline.py); notify POSTs up to `agents.webhook_concurrency` webhooks at
+acknowledged (ack_window.py); notify POSTs up to `agents.webhook_concurrency` webhooks at
 once and acknowledges its inputs per partition in order (notify.py).
 """
 
@@ -33,16 +33,16 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from streams.agents.consumer import Transport
 from streams.agents.deliver import Deliver
-from streams.agents.handling import RecordHandling, Submit
+from streams.agents.failure_policy import RecordHandling, Submit
 from streams.agents.ingest import Ingest
-from streams.agents.loops import DeliverStep, Pipelined
+from streams.agents.json_table import JsonTable
 from streams.agents.metrics import AgentMetrics
 from streams.agents.notify import WebhookNotifier
+from streams.agents.pipelined import DeliverStep, Pipelined
 from streams.agents.route import Router
-from streams.agents.table import JsonTable
 from streams.blobs import BlobStore
+from streams.kafka.dead_letters import DeadLetters
 from streams.kafka.envelope import Origin, Outgoing, tick
-from streams.kafka.faults import DeadLetters
 from streams.media.raster import Budget
 from streams.media.sandbox import Abandon, RendererPool
 from streams.settings import Settings
@@ -91,7 +91,7 @@ def _faust_app(settings: Settings) -> faust.App:
         value_serializer="raw",
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
-        # route and deliver send without waiting (pipeline.py): a few ms of linger
+        # route and deliver send without waiting (ack_window.py): a few ms of linger
         # gathers their outputs into one produce request instead of a request (a socket
         # write on each side, and broker work) for every few records.
         producer_linger_ms=agents.producer_linger_ms,
@@ -125,7 +125,7 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
         on_restart=lambda reason: metrics.render_restarts.labels(reason).inc(),
     )
     budget = Budget(max_pixels=agents.max_document_pixels, max_bytes=agents.max_document_bytes)
-    # The one fault path (streams/kafka/faults.py): it alone builds, logs and counts the
+    # The one dead-letter path (streams/kafka/dead_letters.py): it alone builds, logs and counts the
     # dead letters of every agent.
     dead_letters = DeadLetters(topo.name(DLQ), group=app_id,
                                max_record_bytes=settings.kafka.max_record_bytes,
@@ -181,7 +181,7 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
     # A thread per render process, each waiting on its process (which does the CPU work,
     # off the event loop that serves heartbeats). Their own threads, not the loop's
     # default executor: a step cancelled with its agent keeps its thread until its
-    # render is abandoned (its process killed: loops.py), and the next documents queue
+    # render is abandoned (its process killed: pipelined.py), and the next documents queue
     # here for a free one.
     render_threads = ThreadPoolExecutor(renderer.size, thread_name_prefix="ingest-render")
 

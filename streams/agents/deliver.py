@@ -15,12 +15,12 @@ the marker expires: when a page that failed arrives with a result (an operator
 replayed the page's dead letter after fixing the cause), the document ends again with
 that page, under the same doc_id key and with a webhook call of its own. Pages that
 missed the deadline and arrive late are absorbed. A page too large for the table is kept
-without its results, its error saying so (deliver_table.py).
+without its results, its error saying so (document_entries.py).
 
-This module decides what a record does; the table's entries are deliver_table.py's,
+This module decides what a record does; the table's entries are document_entries.py's,
 the result's aggregation aggregate.py's, the claim checks of oversized results
 claim_check.py's. A page that does not parse raises (RecordError): RecordHandling
-(streams/agents/handling.py) dead-letters it.
+(streams/agents/failure_policy.py) dead-letters it.
 """
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ from datetime import UTC, datetime
 from schemas import DocumentResult, PageState, decode, encode, headers
 from streams.agents import progress
 from streams.agents.aggregate import document_result
-from streams.agents.deliver_table import DocumentEntries, Entry, Table, Unfinished
+from streams.agents.document_entries import DocumentEntries, Entry, Table, Unfinished
 from streams.blobs import BlobStore
 from streams.claim_check import ClaimCheck
+from streams.faults import OutputTooLargeError, is_worlds_fault
 from streams.kafka import sizes
 from streams.kafka.envelope import Origin, Outgoing, next_record
-from streams.kafka.faults import OutputTooLargeError, is_worlds_fault
 from streams.topics import RESULTS, Topology
 from streams.webhooks.record import webhook_record
 

@@ -5,11 +5,11 @@ bytes; PDFs are rasterized and images decoded safely (streams/media/raster.py) i
 process with a deadline and a memory cap (streams/media/sandbox.py); each page is stored in
 the blob store as PNG as it arrives, and travels by reference. Operation `ocr` on a
 PDF answers the pages whose own text layer is usable here, on the CPU
-(streams/media/text_layer.py): they go straight to docs.pages.done and are never rendered.
+(reading/text_layer.py): they go straight to docs.pages.done and are never rendered.
 A document that cannot be split goes to docs.dlq with the reason, and a `failed`
 DocumentResult tells the client without making it read the DLQ (and its callback,
 through a WebhookDelivery on docs.webhooks, when the submission gave one). A render the
-agent abandons (a rebalance hands the record back: streams/agents/loops.py) raises the
+agent abandons (a rebalance hands the record back: streams/agents/pipelined.py) raises the
 world's RenderAbandonedError instead: no verdict on the document, so no output at all.
 """
 
@@ -19,6 +19,7 @@ import base64
 import logging
 from datetime import UTC, datetime
 
+from reading.text_layer import TextPage
 from schemas import (
     DocumentResult,
     DocumentSubmitted,
@@ -35,10 +36,11 @@ from streams.agents import progress
 from streams.blobs import BlobStore
 from streams.claim_check import ClaimCheck
 from streams.client.submit import stable_doc_id
+from streams.faults import OutputTooLargeError, is_worlds_fault
+from streams.kafka.dead_letters import DeadLetters
 from streams.kafka.envelope import Origin, Outgoing, error_message, next_record
-from streams.kafka.faults import DeadLetters, OutputTooLargeError, is_worlds_fault
-from streams.media.sandbox import Abandon, Renderer, RendererPool, RenderJob, TextLayerRead
-from streams.media.text_layer import TextPage
+from streams.media.render_child import RenderJob, TextLayerRead
+from streams.media.sandbox import Abandon, Renderer, RendererPool
 from streams.routing import next_step
 from streams.topics import RESULTS, Topology
 from streams.webhooks.record import webhook_record

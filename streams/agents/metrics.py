@@ -52,7 +52,7 @@ class AgentMetrics:
             ["status", "cause"],
             registry=registry,
         )
-        # Counted by streams/kafka/faults.py's DeadLetters, which app.py hands it to.
+        # Counted by streams/kafka/dead_letters.py's DeadLetters, which app.py hands it to.
         self.dead_letters = dead_letters_counter(registry)
         self.loop_lag = Histogram(
             "pagestream_agent_event_loop_lag_seconds",

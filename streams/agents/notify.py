@@ -7,7 +7,7 @@ record, never deliver.
 
 Up to `agents.webhook_concurrency` POSTs run at once per worker (webhook.post bounds
 each attempt and retries with backoff). Inputs are acknowledged to faust by hand
-(`noack()`), per partition in the order taken (pipeline.Window), each only once its
+(`noack()`), per partition in the order taken (ack_window.Window), each only once its
 POST is done or its dead letter acknowledged: faust commits the highest offset below
 which every offset is acknowledged, so a record whose POST is still being retried
 holds back the commit of every later offset of its partition, and a worker killed
@@ -42,9 +42,9 @@ import faust
 import httpx
 
 from schemas import WebhookDelivery, decode, encode, headers
-from streams.agents.handling import RecordHandling
+from streams.agents.ack_window import InFlight, Window
+from streams.agents.failure_policy import RecordHandling
 from streams.agents.metrics import AgentMetrics
-from streams.agents.pipeline import InFlight, Window
 from streams.kafka.envelope import Origin, Outgoing
 from streams.settings import AgentSettings
 from streams.telemetry import tracing

@@ -1,7 +1,7 @@
 """route: a page back from a GPU stage -> its next work topic or docs.pages.done (next_step).
 
 A page that does not parse, or has no next step, raises (RecordError, RoutingError):
-the record's fault, which RecordHandling (streams/agents/handling.py) dead-letters.
+the record's fault, which RecordHandling (streams/agents/failure_policy.py) dead-letters.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@
     pagestream synth | train-classifier | train-orientation | eval | build-tiny-vlm
                                           models and synthetic data (gpu_node/cli.py)
 
-What `results`, `up` and `lag` print is laid out in render.py; the consoles, the
+What `results`, `up` and `lag` print is laid out in display.py; the consoles, the
 settings and the progress bar are in common.py.
 
 Packages above streams/ add their commands through the `pagestream.commands` entry

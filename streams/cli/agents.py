@@ -7,10 +7,10 @@ import logging
 import typer
 from confluent_kafka import KafkaException
 
+from streams.admin import topics_apply
 from streams.blobs import BlobStoreConfigError, probed_store
 from streams.cli.common import fail, settings
 from streams.kafka import clients as kafka
-from streams.operations import topics_apply
 
 
 def register(app: typer.Typer) -> None:

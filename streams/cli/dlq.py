@@ -9,8 +9,8 @@ import typer
 from rich.table import Table
 
 from schemas import headers as schema_headers
+from streams.admin import dlq
 from streams.cli.common import fail, out, settings
-from streams.operations import dlq
 from streams.settings import DlqSettings
 
 dlq_app = typer.Typer(no_args_is_help=True, help="Dead letters in docs.dlq: list, show, replay.")

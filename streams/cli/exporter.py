@@ -20,7 +20,7 @@ def exporter_cmd(
     port: Annotated[int | None, typer.Option(help="default: PAGESTREAM_EXPORTER__PORT")] = None,
 ) -> None:
     """Serve consumer-group lag, status and topic offsets on /metrics until stopped."""
-    from streams.operations.exporter import Exporter
+    from streams.admin.exporter import Exporter
 
     s = settings()
     conf = s.exporter if port is None else s.exporter.model_copy(update={"port": port})

@@ -7,11 +7,11 @@ from typing import Annotated
 
 import typer
 
+from streams.admin import lag as lag_mod
+from streams.admin import records
 from streams.cli.common import out, settings
-from streams.cli.render import print_lag
+from streams.cli.display import print_lag
 from streams.kafka import clients as kafka
-from streams.operations import lag as lag_mod
-from streams.operations import records
 
 
 def register(app: typer.Typer) -> None:

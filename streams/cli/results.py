@@ -10,7 +10,7 @@ import typer
 from schemas import DocumentResult
 from streams.blobs import BlobStore
 from streams.cli.common import fail, out, settings
-from streams.cli.render import print_result
+from streams.cli.display import print_result
 from streams.client.results import ResultsReader, ResultsUnavailableError, resolved, write_markdown
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
+from streams.admin import topics_apply
 from streams.cli.common import out, settings
 from streams.kafka import clients as kafka
-from streams.operations import topics_apply
 
 topics_app = typer.Typer(no_args_is_help=True, help="Topics declared in streams/topics.py.")
 

@@ -11,7 +11,7 @@ import typer
 
 from streams.blobs import BlobStore
 from streams.cli.common import fail, out, settings
-from streams.cli.render import print_lag, print_result
+from streams.cli.display import print_lag, print_result
 from streams.client.results import resolved
 from streams.local import broker as broker_mod
 from streams.security.credentials import CredentialsError

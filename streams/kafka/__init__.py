@@ -1,10 +1,10 @@
-"""Kafka records as every pagestream process reads and writes them, and the one fault path.
+"""Kafka records as every pagestream process reads and writes them, and their dead letters.
 
     envelope      Origin (a consumed record), Outgoing (a record to produce), the
                   standard headers, deterministic event ids, trace propagation and the
                   dead-letter builder
-    faults        whose fault a failure is (WorldError, is_worlds_fault) and DeadLetters,
-                  which builds, logs and counts every dead letter
+    dead_letters  DeadLetters, which builds, logs and counts every dead letter (whose
+                  fault a failure is: streams/faults.py, below this package)
     clients       confluent-kafka admin, producer and consumer from KafkaSettings
     sizes         the one gate for record sizes: what a record costs on the wire, and
                   the clients' and topics' limits derived from max_record_bytes
@@ -18,6 +18,7 @@ and `partitioning` load a client library, so they are imported where used, not h
 from __future__ import annotations
 
 from streams.kafka import sizes
+from streams.kafka.dead_letters import DeadLetters
 from streams.kafka.envelope import (
     Header,
     Origin,
@@ -30,21 +31,17 @@ from streams.kafka.envelope import (
     next_record,
     tick,
 )
-from streams.kafka.faults import DeadLetters, OutputTooLargeError, WorldError, is_worlds_fault
 
 __all__ = [
     "DeadLetters",
     "Header",
     "Origin",
     "Outgoing",
-    "OutputTooLargeError",
-    "WorldError",
     "dead_letter",
     "derived_event_id",
     "error_message",
     "first_record",
     "fit_dead_letter",
-    "is_worlds_fault",
     "next_record",
     "sizes",
     "tick",

@@ -34,12 +34,12 @@ from tenacity import (
 )
 
 from schemas import DocumentResult, DocumentType, Operation, Options, RecordError, decode
+from streams.admin import topics_apply
+from streams.admin.lag import GroupLag, all_lag
+from streams.admin.records import record_counter
 from streams.client.submit import Submitter
 from streams.kafka import clients as kafka
 from streams.local import broker
-from streams.operations import topics_apply
-from streams.operations.lag import GroupLag, all_lag
-from streams.operations.records import record_counter
 from streams.security import acls, acls_apply, credentials
 from streams.settings import Settings, child_environment
 from streams.topics import RESULTS

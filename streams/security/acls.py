@@ -14,7 +14,7 @@ Decisions a reviewer should see:
   broker by tests/integration/streams/test_secure.py.
 - The monitor (`pagestream lag`, the exporter) only describes: it never reads record
   bytes (they are identity documents). Its lag is then counted offset for offset,
-  transaction markers included (streams/operations/records.py falls back when refused).
+  transaction markers included (streams/admin/records.py falls back when refused).
 - Reading results (`pagestream results`, `pagestream status`) is a role of its own
   (`reader`): the producer role writes docs.raw and nothing else.
 - faust creates and reads topics named after the agents' app id (its changelog and

@@ -70,7 +70,7 @@ class AgentSettings(BaseModel):
     # One small record on docs.progress each time a page moves (`pagestream status`).
     progress_events: bool = True
     # route and deliver take further records while the broker acknowledges the outputs
-    # of earlier ones (streams/agents/pipeline.py); at most this many per agent are
+    # of earlier ones (streams/agents/ack_window.py); at most this many per agent are
     # taken and not yet acknowledged. 1: one record at a time. (ingest's bound is its
     # render processes: see render_processes.)
     max_in_flight: int = Field(default=1000, ge=1)

@@ -26,7 +26,7 @@ class ExporterSettings(BaseModel):
     # Readings a partition is judged over (Burrow's default: 10).
     window: int = Field(default=10, ge=2)
     # Lags up to this many offsets are counted record by record (markers excluded);
-    # longer ones offset for offset (see streams/operations/records.py).
+    # longer ones offset for offset (see streams/admin/records.py).
     scan_limit: int = Field(default=200, ge=0)
     group_regex: str = ".*"
     topic_regex: str = "^(?!__).*"  # Kafka's internal topics are left out

@@ -25,9 +25,9 @@ from gpu_node.node.loop import GpuNode
 from gpu_node.node.main import build_node
 from schemas import Operation, Options, PageState
 from schemas.pages import BlobRef
+from streams.admin import topics_apply
 from streams.blobs import BlobStore
 from streams.kafka import clients as kafka
-from streams.operations import topics_apply
 from streams.settings import (
     ExtractionSettings,
     ModelSettings,

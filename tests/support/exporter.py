@@ -6,7 +6,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from streams.operations.exporter import Exporter
+from streams.admin.exporter import Exporter
 from streams.settings import ExporterSettings, KafkaSettings
 
 

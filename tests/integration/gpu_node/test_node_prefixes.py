@@ -15,8 +15,8 @@ from __future__ import annotations
 import pytest
 
 from schemas import Operation, Options, PageState, Stage, decode
+from streams.admin import topics_apply
 from streams.kafka import clients as kafka
-from streams.operations import topics_apply
 from streams.settings import Settings, TopicSettings
 from streams.topics import Topology
 from synth.dataset import generate

@@ -18,8 +18,8 @@ from schemas import (
     fields_model_for,
     headers,
 )
+from streams.admin import lag as lag_mod
 from streams.kafka import clients as kafka
-from streams.operations import lag as lag_mod
 from streams.settings import Settings
 from streams.topics import ORIENTED, Topology
 from synth.dataset import generate

@@ -1,4 +1,4 @@
-"""route keeps records in flight (streams/agents/pipeline.py): while one record's output
+"""route keeps records in flight (streams/agents/ack_window.py): while one record's output
 fails with a world error, later records of the same partition go through, but the
 group's committed offset never passes the failing one. Killed then, the worker loses
 nothing: its successor takes the partition from that record on, retries the failing
@@ -18,8 +18,8 @@ from PIL import Image
 
 from schemas import Operation, PageState, Stage, encode
 from schemas.pages import OrientationResult
+from streams.admin.lag import group_lag
 from streams.kafka import clients as kafka
-from streams.operations.lag import group_lag
 from streams.settings import Settings
 from streams.topics import GPU_CLASSIFY, GPU_OCR, ORIENTED, Topology
 from tests.support import agents as support

@@ -6,10 +6,10 @@ import pytest
 from confluent_kafka.admin import ConfigResource, NewTopic, ResourceType
 from typer.testing import CliRunner
 
+from streams.admin import topics_apply
 from streams.cli import app
 from streams.kafka import clients as kafka
 from streams.local import broker
-from streams.operations import topics_apply
 from streams.settings import BrokerSettings, Settings
 from streams.topics import (
     ALL,

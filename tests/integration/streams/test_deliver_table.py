@@ -19,8 +19,8 @@ from schemas import (
     Stage,
     decode,
 )
+from streams.admin.lag import group_lag
 from streams.kafka import clients as kafka
-from streams.operations.lag import group_lag
 from streams.settings import Settings
 from streams.topics import DELIVER_TABLE_CHANGELOG, PAGES_DONE, RESULTS, Topology
 from tests.support import agents as support

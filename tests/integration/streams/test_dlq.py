@@ -7,10 +7,10 @@ import pytest
 from typer.testing import CliRunner
 
 from schemas import headers
+from streams.admin import dlq, topics_apply
 from streams.cli import app
 from streams.kafka import clients as kafka
 from streams.kafka.envelope import Origin, dead_letter
-from streams.operations import dlq, topics_apply
 from streams.settings import Settings
 from streams.topics import DLQ, GPU_CLASSIFY, RAW, Topology
 from tests.support.pages import read_committed

@@ -9,10 +9,10 @@ import pytest
 from confluent_kafka import TopicPartition
 from typer.testing import CliRunner
 
+from streams.admin import lag, records
 from streams.cli import app
 from streams.kafka import clients as kafka
 from streams.local import broker
-from streams.operations import lag, records
 from streams.settings import BrokerSettings, Settings
 
 pytestmark = pytest.mark.kafka

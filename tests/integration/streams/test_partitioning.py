@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 
 from schemas import Operation, headers
+from streams.admin import dlq, topics_apply
 from streams.client.submit import Submitter
 from streams.kafka import clients as kafka
 from streams.kafka.envelope import Origin, dead_letter
-from streams.operations import dlq, topics_apply
 from streams.settings import Settings
 from streams.topics import DLQ, PAGES_DONE, RAW
 from tests.support.pages import read_committed

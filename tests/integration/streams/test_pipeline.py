@@ -202,9 +202,9 @@ def test_a_dead_letter_replayed_after_its_cause_is_fixed_is_delivered(
     import hashlib
     import json
 
+    from streams.admin import dlq
     from streams.blobs import BlobStore
     from streams.kafka import clients as kafka
-    from streams.operations import dlq
 
     settings = cli_env
     (doc,) = generate(91, 1, doc_types=[DocumentType.letter], rotations=[0], width=320)

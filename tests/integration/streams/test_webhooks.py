@@ -28,10 +28,10 @@ from schemas import (
     decode,
     headers,
 )
+from streams.admin import dlq
 from streams.cli import app
 from streams.client.submit import Submitter
 from streams.kafka.partitioning import partition_for
-from streams.operations import dlq
 from streams.settings import Settings
 from streams.topics import PAGES_DONE, RESULTS, WEBHOOKS, Topology
 from streams.webhooks.signing import IDEMPOTENCY_HEADER

@@ -12,9 +12,9 @@ from prometheus_client import CollectorRegistry
 
 from gateway.metrics import ApiMetrics
 from gpu_node.node.metrics import NodeMetrics
+from streams.admin.exporter.metrics import SnapshotCollector
+from streams.admin.exporter.sampler import Snapshot
 from streams.agents.metrics import AgentMetrics
-from streams.operations.exporter.metrics import SnapshotCollector
-from streams.operations.exporter.sampler import Snapshot
 from tests.support.prometheus import REPO, RULES
 
 DASHBOARD = REPO / "ops" / "grafana" / "dashboards" / "pagestream.json"

@@ -19,7 +19,7 @@ from streams.blobs import (
     BlobTooLargeError,
     StoredBlob,
 )
-from streams.kafka.faults import is_worlds_fault
+from streams.faults import is_worlds_fault
 
 DATA = b"%PDF-1.7 not really a pdf \x00\xff" * 10
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streams.operations.exporter.status import (
+from streams.admin.exporter.status import (
     GroupStatus,
     History,
     PartitionStatus,

@@ -24,7 +24,7 @@ def test_cpu_side_modules_do_not_import_torch() -> None:
     code = (
         "import sys\n"
         "import schemas, synth.dataset, streams.cli, streams.client.submit\n"
-        "import streams.operations.lag, streams.operations.topics_apply\n"
+        "import streams.admin.lag, streams.admin.topics_apply\n"
         "import streams.local.broker, streams.blobs\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
         "{'torch', 'timm', 'easyocr', 'vllm', 'transformers'})\n"

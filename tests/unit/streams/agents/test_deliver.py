@@ -390,7 +390,7 @@ def test_a_page_too_large_for_the_tables_changelog_is_kept_with_its_ocr_by_refer
     # changelog record must fit with room for the key and faust's framing), and the
     # result refers to it, instead of a changelog record faust would refuse.
     from schemas.pages import OcrResult
-    from streams.agents.table import JsonTable
+    from streams.agents.json_table import JsonTable
     from streams.blobs import BlobStore
 
     store = BlobStore(str(tmp_path / "blobs"))

@@ -24,8 +24,8 @@ from schemas import headers as h
 from schemas.pages import OcrResult
 from streams.agents.ingest import Ingest
 from streams.blobs import BlobStore
+from streams.kafka.dead_letters import DeadLetters
 from streams.kafka.envelope import Origin
-from streams.kafka.faults import DeadLetters
 from streams.media.raster import Budget
 from streams.media.sandbox import Abandon, RenderAbandonedError, Renderer
 from streams.topics import DLQ, GPU_CLASSIFY, GPU_ORIENT, RAW, RESULTS, WEBHOOKS, Topology

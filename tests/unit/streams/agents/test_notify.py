@@ -13,11 +13,11 @@ from prometheus_client import CollectorRegistry
 from pydantic import SecretStr
 
 from schemas import headers
-from streams.agents.handling import RecordHandling
+from streams.agents.failure_policy import RecordHandling
 from streams.agents.metrics import AgentMetrics
 from streams.agents.notify import WebhookNotifier
+from streams.kafka.dead_letters import DeadLetters
 from streams.kafka.envelope import Origin, Outgoing
-from streams.kafka.faults import DeadLetters
 from streams.settings import AgentSettings
 from streams.topics import DLQ, WEBHOOKS, Topology
 from streams.webhooks.errors import WebhookError

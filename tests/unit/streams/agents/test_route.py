@@ -11,10 +11,10 @@ from schemas import ClassificationResult, DocumentType, Operation, Options, Page
 from schemas import headers as h
 from schemas.errors import RecordError
 from schemas.pages import BlobRef, OrientationResult
-from streams.agents.handling import RecordHandling
+from streams.agents.failure_policy import RecordHandling
 from streams.agents.route import Router
+from streams.kafka.dead_letters import DeadLetters
 from streams.kafka.envelope import Origin, Outgoing, derived_event_id
-from streams.kafka.faults import DeadLetters
 from streams.topics import (
     CLASSIFIED,
     DLQ,

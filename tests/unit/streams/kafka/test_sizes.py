@@ -8,9 +8,9 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streams.admin.topics_apply import _declared
 from streams.kafka import sizes
 from streams.kafka.envelope import Outgoing
-from streams.operations.topics_apply import _declared
 from streams.settings import KafkaSettings
 from streams.topics import Topology
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from streams.operations.exporter.status import (
+from streams.admin.exporter.status import (
     GroupStatus,
     History,
     PartitionStatus,
@@ -16,8 +16,8 @@ from streams.operations.exporter.status import (
     group_status,
     partition_status,
 )
-from streams.operations.lag import GroupLag, group_lag, list_groups, list_offsets
-from streams.operations.records import TP, RecordCounter
+from streams.admin.lag import GroupLag, group_lag, list_groups, list_offsets
+from streams.admin.records import TP, RecordCounter
 
 _METADATA_TIMEOUT_S = 30.0
 

@@ -3,7 +3,7 @@
 kafka_exporter (danielqsj) is what most Kafka dashboards and alerts are written
 against, so its metric names, labels and meanings are kept, with one deliberate
 difference: `kafka_consumergroup_lag` counts records, not offsets (transaction
-markers are not lag; see streams/operations/lag.py). The offsets themselves are exported
+markers are not lag; see streams/admin/lag.py). The offsets themselves are exported
 unchanged, so `kafka_topic_partition_current_offset - kafka_consumergroup_current_offset`
 still gives the raw offset difference.
 """
@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from streams.operations.exporter.sampler import Snapshot
-from streams.operations.exporter.status import GroupStatus, PartitionStatus
+from streams.admin.exporter.sampler import Snapshot
+from streams.admin.exporter.status import GroupStatus, PartitionStatus
 
 _TP = ["topic", "partition"]
 _GTP = ["consumergroup", "topic", "partition"]

@@ -10,7 +10,7 @@ That number counts transaction markers: a partition the GPU node writes ends wit
 the commit marker of its last transaction, and a group that has read everything
 shows a lag of 1 forever. `records` is the lag in records: what a read_committed
 consumer starting at the committed offset would still be given (markers and
-aborted records are not lag), counted by streams/operations/records.py. In records
+aborted records are not lag), counted by streams/admin/records.py. In records
 mode every partition of the group's topics is listed, those never committed counting
 from their log start (see `_uncommitted_partitions`).
 """
@@ -28,7 +28,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from streams.operations.records import TP, RecordCounter
+from streams.admin.records import TP, RecordCounter
 
 _TIMEOUT_S = 30.0
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from streams.agents.table import JsonTable
-from streams.kafka.faults import OutputTooLargeError
+from streams.agents.json_table import JsonTable
+from streams.faults import OutputTooLargeError
 
 CJK = "文書" * 50_000  # 100,000 characters: a dense page of CJK text
 

@@ -21,7 +21,7 @@ from rich.console import Console
 from schemas import DocumentResult
 from schemas.extraction import GenericFields
 from schemas.results import document_markdown
-from streams.operations.lag import GroupLag, PartitionLag
+from streams.admin.lag import GroupLag, PartitionLag
 
 MARKDOWN_LINES = 8  # of an OCR result's Markdown: enough to recognise the document and a table
 FIELD_LINES = 12  # labelled values of a generic document; --json has them all

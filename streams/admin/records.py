@@ -1,6 +1,6 @@
 """The records behind a consumer group's offsets, as a read_committed consumer sees them.
 
-Kafka's lag (log end - committed, streams/operations/lag.py) counts transaction
+Kafka's lag (log end - committed, streams/admin/lag.py) counts transaction
 markers: a partition the GPU node writes ends with the commit marker of its last
 transaction, and a group that has read everything shows a lag of 1 forever.
 `RecordCounter` counts what a read_committed consumer starting at the committed

@@ -14,10 +14,10 @@ from typing import Any
 from confluent_kafka import KafkaException
 from prometheus_client import CollectorRegistry, start_http_server
 
+from streams.admin.exporter.metrics import SnapshotCollector
+from streams.admin.exporter.sampler import Sampler
+from streams.admin.records import record_counter
 from streams.kafka import clients as kafka
-from streams.operations.exporter.metrics import SnapshotCollector
-from streams.operations.exporter.sampler import Sampler
-from streams.operations.records import record_counter
 from streams.settings import ExporterSettings, KafkaSettings
 
 log = logging.getLogger(__name__)

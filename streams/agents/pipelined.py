@@ -2,10 +2,10 @@
 
 app.py registers them as faust agents. Each loop takes records while earlier ones are
 on their way and acknowledges its inputs in order once their outputs are
-(streams/agents/pipeline.py): ingest renders up to `agents.render_processes` documents
+(streams/agents/ack_window.py): ingest renders up to `agents.render_processes` documents
 at once and acknowledges each partition's inputs in order; route and deliver keep up to
 `agents.max_in_flight` records in flight. Every record goes through RecordHandling
-(handling.py), which retries the world's failures and dead-letters the record's.
+(failure_policy.py), which retries the world's failures and dead-letters the record's.
 
 On a rebalance (and a stop) faust waits until every record taken is acknowledged, and
 the whole group waits with it (consumer.py): a document rendering to its deadline
@@ -31,11 +31,11 @@ import faust
 from opentelemetry.util.types import AttributeValue
 
 from schemas import headers
+from streams.agents.ack_window import InFlight, Window
 from streams.agents.deliver import Deliver, Delivery
-from streams.agents.handling import RecordHandling, Sent, Step
+from streams.agents.failure_policy import RecordHandling, Sent, Step
+from streams.agents.json_table import JsonTable
 from streams.agents.metrics import AgentMetrics
-from streams.agents.pipeline import InFlight, Window
-from streams.agents.table import JsonTable
 from streams.kafka.envelope import Origin, Outgoing
 from streams.media.sandbox import Abandon
 from streams.telemetry import tracing
@@ -121,7 +121,7 @@ class DeliverStep:
         """The documents marked ended, once the step's own outputs (results and their
         webhook records: the POSTs are the notify agent's) are acknowledged, not a dead
         letter instead. The table writes run in `context`, the one the record was taken
-        in (see pipeline.py)."""
+        in (see ack_window.py)."""
         if delivery is None or emits != delivery.emits:
             return
         context.run(self._deliver.mark_ended, origin.partition, delivery, self._pages)
@@ -130,7 +130,7 @@ class DeliverStep:
 
 class Pipelined:
     """ingest's, route's and deliver's loops: records taken while earlier ones are on
-    their way, inputs acknowledged in order once their outputs are (pipeline.py)."""
+    their way, inputs acknowledged in order once their outputs are (ack_window.py)."""
 
     def __init__(self, handling: RecordHandling, metrics: AgentMetrics, limit: int) -> None:
         self._handling = handling
@@ -227,7 +227,7 @@ class Pipelined:
                 if taken.handed_back:  # by an earlier hand-back, not acknowledged yet
                     continue
                 # Acknowledging one behind a record handed back would let faust commit
-                # past it (see pipeline.py): the rest of its partition goes too.
+                # past it (see ack_window.py): the rest of its partition goes too.
                 under_way = under_way or taken.task is None or not taken.task.done()
                 if under_way:
                     handed.append(taken)

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from streams.agents.pipeline import InFlight, Window
+from streams.agents.ack_window import InFlight, Window
 
 
 class _Record:

@@ -13,17 +13,17 @@ from schemas import DocumentResult, DocumentType, Operation
 from schemas.extraction import ExtractionResult, RGFields
 from schemas.pages import OcrBox, OcrResult
 from schemas.results import PageResult, document_markdown
-from streams.cli.render import MARKDOWN_LINES, print_lag, print_result, result_lines
-from streams.operations.lag import GroupLag, PartitionLag
+from streams.admin.lag import GroupLag, PartitionLag
+from streams.cli.display import MARKDOWN_LINES, print_lag, print_result, result_lines
 
 NOW = datetime(2026, 11, 25, 20, 0, tzinfo=UTC)
 CHANGELOG = "pagestream-agents-deliver-pages-changelog"  # the longest default topic name
 
 
-def _printed(render: Callable[[Console], None], width: int = 80) -> list[str]:
-    """What `render` prints on a terminal `width` columns wide."""
+def _printed(show: Callable[[Console], None], width: int = 80) -> list[str]:
+    """What `show` prints on a terminal `width` columns wide."""
     buffer = io.StringIO()
-    render(Console(width=width, file=buffer, color_system=None))
+    show(Console(width=width, file=buffer, color_system=None))
     return buffer.getvalue().splitlines()
 
 

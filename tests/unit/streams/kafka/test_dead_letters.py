@@ -1,67 +1,17 @@
-"""The one fault path: whose fault a failure is, and a dead letter built, logged and
-counted once."""
+"""Dead letters: built, logged and counted once."""
 
 from __future__ import annotations
 
 import logging
 
 import pytest
-from aiokafka.errors import (
-    KafkaConnectionError,
-    KafkaTimeoutError,
-    MessageSizeTooLargeError,
-    NotLeaderForPartitionError,
-)
-from confluent_kafka import KafkaError, KafkaException
 from prometheus_client import CollectorRegistry
 
 from schemas import headers
 from schemas.errors import RecordError
-from streams.blobs import BlobIntegrityError, BlobStoreUnavailableError
+from streams.kafka.dead_letters import DeadLetters
 from streams.kafka.envelope import Origin, Outgoing
-from streams.kafka.faults import DeadLetters, OutputTooLargeError, WorldError, is_worlds_fault
-from streams.media.errors import CorruptPdfError
-from streams.media.sandbox import RendererUnavailableError
-from streams.routing import RoutingError
 from streams.telemetry.metrics import dead_letters_counter
-
-
-def _confluent(code: int, *, retriable: bool) -> KafkaException:
-    return KafkaException(KafkaError(code, retriable=retriable))
-
-
-@pytest.mark.parametrize(
-    ("exc", "worlds"),
-    [
-        # A dependency unavailable: the world's.
-        (WorldError("down"), True),
-        (BlobStoreUnavailableError("blob store unavailable"), True),
-        (RendererUnavailableError("no render process"), True),
-        # aiokafka: the broker refusing or unreachable, but not the record's size.
-        (KafkaConnectionError("refused"), True),
-        (KafkaTimeoutError(), True),
-        (NotLeaderForPartitionError(), True),
-        (MessageSizeTooLargeError(), False),
-        # confluent-kafka: retriable errors, but not the record's size.
-        (_confluent(KafkaError.NOT_LEADER_FOR_PARTITION, retriable=True), True),
-        (_confluent(KafkaError._TRANSPORT, retriable=True), True),
-        (_confluent(KafkaError.MSG_SIZE_TOO_LARGE, retriable=True), False),
-        (_confluent(KafkaError.TOPIC_AUTHORIZATION_FAILED, retriable=False), False),
-        (KafkaException("not a KafkaError"), False),
-        # Everything else: the record's.
-        (RecordError("not a PageState"), False),
-        (RoutingError("no next step"), False),
-        (CorruptPdfError("corrupt"), False),
-        (BlobIntegrityError("sha256 mismatch"), False),
-        (OutputTooLargeError("too large"), False),
-        (ValueError("anything"), False),
-        (RuntimeError("anything"), False),
-    ],
-    ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else None,
-)
-def test_whose_fault(exc: BaseException, worlds: bool) -> None:
-    assert is_worlds_fault(exc) is worlds
-
 
 ORIGIN = Origin("t.docs.raw", 2, 7, 1_700_000_000_000, b"k", b"the document's bytes",
                 ((headers.EVENT_ID, b"evt-1"),))  # fmt: skip
@@ -82,7 +32,7 @@ def test_a_dead_letter_is_logged_without_its_content_and_counted_once_when_sent(
 ) -> None:
     registry = CollectorRegistry()
     dead_letters = _dead_letters(registry)
-    with caplog.at_level(logging.WARNING, logger="streams.kafka.faults"):
+    with caplog.at_level(logging.WARNING, logger="streams.kafka.dead_letters"):
         letter = dead_letters.letter("ingest", ORIGIN, RecordError("payload: not base64"))
     (record,) = caplog.records
     assert record.getMessage() == "ingest: dead letter t.docs.raw[2]@7 RecordError"

@@ -14,8 +14,8 @@ import json
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
+from streams.faults import OutputTooLargeError
 from streams.kafka import sizes
-from streams.kafka.faults import OutputTooLargeError
 
 
 class JsonTable(MutableMapping[str, Any]):

@@ -3,7 +3,7 @@
 A document's entry goes from collecting (the pages seen so far, and since when) to a
 `delivered` marker once it ended, and is dropped when the marker expires. Pages have
 entries of their own beside it. The table itself (faust's, changelog-backed, through
-streams/agents/table.py) is handed in on every call: faust writes an entry to the
+streams/agents/json_table.py) is handed in on every call: faust writes an entry to the
 changelog partition of the record being processed, so the caller is always the record's
 own processing.
 
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas import PageState
-from streams.kafka.faults import OutputTooLargeError
+from streams.faults import OutputTooLargeError
 from streams.kafka.partitioning import partition_for
 from streams.topics import PAGES_DONE
 

@@ -1,72 +1,30 @@
-"""The one fault path: whose fault a failure is, and the dead letter when it is the record's.
+"""Dead letters, built, logged and counted in one place.
 
-Both processes follow the same policy (the agents through
-streams/agents/handling.py, the GPU node through its loop):
+When a failure is the record's fault (streams/faults.py decides whose fault it is), the
+record goes to docs.dlq with the reason. `DeadLetters` is the only place that builds
+such a dead letter (with streams/kafka/envelope.py's `dead_letter`), logs it and counts
+it (pagestream_dead_letters_total, streams/telemetry/metrics.py), for the agents
+(through streams/agents/failure_policy.py) and the GPU node (through its loop) alike.
 
-- the world's fault (a dependency unavailable: the blob store, the render processes,
-  the broker refusing or unreachable): nothing is wrong with the record, so it is tried
-  again later and never dead-lettered. `is_worlds_fault` decides;
-- the record's fault (anything else: a record that does not parse, a hostile document,
-  an output over the record size limit, a record the broker refuses as too large): the
-  record goes to docs.dlq with the reason. `DeadLetters` is the only place that builds
-  such a dead letter (with streams/kafka/envelope.py's `dead_letter`), logs it and
-  counts it (pagestream_dead_letters_total, streams/telemetry/metrics.py).
-
-The GPU node uses confluent-kafka, the agents aiokafka: neither client is imported
-here (see `is_worlds_fault`), so each process loads only its own.
+Neither Kafka client is imported here, so each process loads only its own.
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from schemas import headers
+from streams.faults import OutputTooLargeError, WorldError
 from streams.kafka.envelope import Origin, Outgoing, dead_letter, fit_dead_letter
 
 if TYPE_CHECKING:
     from prometheus_client import Counter
 
-    # Not at run time: streams/blobs.py imports this module (WorldError).
     from streams.blobs import BlobStore
 
 log = logging.getLogger(__name__)
-
-
-class WorldError(Exception):
-    """A dependency is unavailable: the world's fault, not the record's. The record is
-    retried later, never dead-lettered."""
-
-
-class OutputTooLargeError(ValueError):
-    """An output record would exceed the record size limit."""
-
-
-def is_worlds_fault(exc: BaseException) -> bool:
-    """Whether `exc` says nothing about the record: retried, never dead-lettered.
-
-    A `WorldError`; an aiokafka `KafkaError` but `MessageSizeTooLargeError` (the broker
-    refusing this record); a confluent-kafka `KafkaException` whose error is retriable
-    and not MSG_SIZE_TOO_LARGE. Anything else is the record's fault.
-    """
-    if isinstance(exc, WorldError):
-        return True
-    # An exception of a client's class exists only once that client's module is loaded:
-    # looked up, not imported, so a process that uses one client never loads the other.
-    aiokafka = sys.modules.get("aiokafka.errors")
-    if aiokafka is not None and isinstance(exc, aiokafka.KafkaError):
-        return not isinstance(exc, aiokafka.MessageSizeTooLargeError)
-    confluent = sys.modules.get("confluent_kafka")
-    if confluent is not None and isinstance(exc, confluent.KafkaException):
-        error = exc.args[0] if exc.args else None
-        return (
-            isinstance(error, confluent.KafkaError)
-            and bool(error.retriable())
-            and error.code() != confluent.KafkaError.MSG_SIZE_TOO_LARGE
-        )
-    return False
 
 
 class DeadLetters:

@@ -4,11 +4,11 @@ outputs of the ones before it, and acknowledges each input to faust only after.
 Awaiting every output's acknowledgement before taking the next record made a route
 worker wait one broker round trip (acks=all) per record, and sent one produce request
 per record. Here the agent runs a record's step, hands its outputs to the producer
-(handling.RecordHandling.start) and moves on; a releaser task settles the records in
+(failure_policy.RecordHandling.start) and moves on; a releaser task settles the records in
 the order they were taken:
 
 - it waits for the oldest record's acknowledgements (a world error re-sends the same
-  outputs until they are acknowledged; handling.RecordHandling.settle), runs what must
+  outputs until they are acknowledged; failure_policy.RecordHandling.settle), runs what must
   follow them (deliver: the documents marked ended), and only then
   acknowledges the input event to faust (the stream iterates with `noack()`);
 - records are acknowledged strictly in the order they were taken, so per partition in

@@ -1,5 +1,6 @@
-"""Per-record handling that never loses a record: the world's failures are retried, the
-record's failures are dead-lettered, and nothing escapes to faust.
+"""The agents' failure policy: each record is handled so that none is ever lost: the
+world's failures are retried, the record's failures are dead-lettered, and nothing
+escapes to faust.
 
 faust acknowledges the event in hand when an agent raises (the stream's `finally`
 acks it) and then restarts the agent: an exception there is a record acknowledged
@@ -7,7 +8,7 @@ with no output and no dead letter. So every agent runs each record through
 `RecordHandling.run`, which returns only once the record's outputs are acknowledged
 by the broker:
 
-- the world's fault (streams/kafka/faults.py's `is_worlds_fault`: the blob store
+- the world's fault (streams/faults.py's `is_worlds_fault`: the blob store
   unavailable, the broker refusing or unreachable): the same record is tried again with
   capped exponential backoff, as long as it takes;
   its outputs carry deterministic event ids, so a send repeated after an unclear
@@ -15,9 +16,10 @@ by the broker:
 - the record's fault (anything else the step raises, an output over the record size
   limit, a record the broker refuses as too large): the record goes to docs.dlq with
   the reason, its value dropped (and a header saying so) if it would not fit. The dead
-  letter is built, logged and counted by streams/kafka/faults.py's `DeadLetters`.
+  letter is built, logged and counted by streams/kafka/dead_letters.py's
+  `DeadLetters`.
 
-route and deliver pipeline their records (streams/agents/pipeline.py): `start` runs the
+route and deliver pipeline their records (streams/agents/ack_window.py): `start` runs the
 step and hands its outputs to the producer without waiting, `settle` later waits for
 their acknowledgements with the same rules as `run` (a world error re-sends the same
 outputs until they are acknowledged; a refusal as too large sends the dead letter).
@@ -34,8 +36,9 @@ from typing import Any
 from aiokafka.errors import MessageSizeTooLargeError
 from tenacity import AsyncRetrying, retry_if_exception, wait_exponential
 
+from streams.faults import is_worlds_fault
+from streams.kafka.dead_letters import DeadLetters
 from streams.kafka.envelope import Origin, Outgoing
-from streams.kafka.faults import DeadLetters, is_worlds_fault
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from schemas.common import MAX_ATTRIBUTES
 from schemas.pages import BlobRef
 from streams.agents.aggregate import document_result
 from streams.agents.deliver import Deliver
-from streams.agents.deliver_table import _SLIMMED, DocumentEntries, Table, Unfinished
-from streams.agents.table import JsonTable
+from streams.agents.document_entries import _SLIMMED, DocumentEntries, Table, Unfinished
+from streams.agents.json_table import JsonTable
 from streams.kafka.envelope import Origin, Outgoing, tick
 from streams.kafka.partitioning import partition_for
 from streams.topics import PAGES_DONE, Topology

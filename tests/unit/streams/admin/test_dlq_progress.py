@@ -4,20 +4,21 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from streams.operations.dlq import _Progress, _retriable
+from streams.admin.dlq.letters import _retriable
+from streams.admin.dlq.progress import Progress
 
 
 def test_progress_round_trips_through_the_commit_metadata() -> None:
-    progress = _Progress(5, {6, 7, 8, 10, 12, 13})
+    progress = Progress(5, {6, 7, 8, 10, 12, 13})
     tp = TopicPartition("t", 0, progress.position, metadata=progress.metadata())
     assert tp.metadata == "6-8,10,12-13"
-    assert _Progress.committed(tp) == progress
+    assert Progress.committed(tp) == progress
     # Nothing committed yet: from the beginning, nothing sent.
-    assert _Progress.committed(TopicPartition("t", 0)).sent == set()
+    assert Progress.committed(TopicPartition("t", 0)).sent == set()
 
 
 def test_progress_moves_to_the_first_dead_letter_not_sent_back() -> None:
-    progress = _Progress(5, {7, 9})
+    progress = Progress(5, {7, 9})
     progress.advance(first_unsent=8, read_up_to=12)
     assert (progress.position, progress.sent) == (8, {9})
     progress.advance(first_unsent=None, read_up_to=12)  # a later run sent them all
@@ -36,12 +37,12 @@ def test_a_letter_is_sent_back_only_if_its_offset_can_be_recorded() -> None:
     # sent one is a run of its own in the commit's metadata, which the broker caps.
     # Past the cap a letter is deferred, never sent unrecorded: an unrecorded one was
     # sent again by every later run.
-    progress = _Progress(0, set())
+    progress = Progress(0, set())
     recorded = [o for o in range(1, 4_000, 2) if progress.record(o)]
     assert 0 < len(recorded) < 2_000
     metadata = progress.metadata()
     assert len(metadata) <= 3_500
-    assert _Progress.committed(TopicPartition("t", 0, 0, metadata=metadata)).sent == set(recorded)
+    assert Progress.committed(TopicPartition("t", 0, 0, metadata=metadata)).sent == set(recorded)
     # A run that sends the skipped ones moves the position on and makes room again.
     progress.advance(first_unsent=None, read_up_to=4_000)
     assert progress.record(4_001)

@@ -1,0 +1,222 @@
+"""Replay: dead letters sent back to the topic they failed on (the
+`pagestream.error.topic` header), with their original key, value and headers plus a
+replay count, at a bounded rate, or refused with the reason; what the replay group has
+sent already is its progress (progress.py), committed after each batch the broker
+acknowledged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from schemas import headers
+from streams.admin.dlq.letters import DeadLetter, Filter, partitions, read
+from streams.admin.dlq.progress import Progress
+from streams.blobs import BlobError, BlobStore
+from streams.faults import WorldError
+from streams.kafka import clients as kafka
+from streams.kafka import sizes
+from streams.settings import BlobSettings, Settings
+from streams.topics import DLQ
+
+
+@dataclass
+class ReplayReport:
+    replayed: int = 0
+    refused: int = 0  # replayed too often already, or the value was dropped
+    skipped: int = 0  # did not match the filter
+    before: int = 0  # sent back by an earlier run of the group already
+    # Not sent this run: the group's record of letters sent past a skipped one is full
+    # (many skipped and sent letters interleaved). A run that sends the skipped ones
+    # (another filter) moves the position on and makes room.
+    deferred: int = 0
+
+
+# The one refusal a later run may overturn by itself (the store back): it holds the
+# group's position. Every other refusal is for good, and consumed like a letter sent.
+_UNREADABLE = "refused: the original value is not readable"
+
+
+def replay(
+    settings: Settings,
+    flt: Filter,
+    *,
+    dry_run: bool = False,
+    rate_per_s: float | None = None,
+    max_replays: int | None = None,
+    group: str | None = None,
+    on_each: Callable[[DeadLetter, str], None] | None = None,
+) -> ReplayReport:
+    """Send matching dead letters back to their original topic, each once per replay group
+    (progress.py says what "once" means).
+
+        `rate_per_s`, `max_replays` and `group` default to `settings.dlq`."""
+    rate_per_s = settings.dlq.replay_rate_per_s if rate_per_s is None else rate_per_s
+    max_replays = settings.dlq.max_replays if max_replays is None else max_replays
+    topo = settings.topology
+    group = settings.dlq_replay_group if group is None else topo.own(group)
+    consumer = kafka.consumer(settings.kafka, group)
+    producer = None if dry_run else kafka.producer(settings.kafka)
+    blobs = _LazyStore(settings.blobs)  # values too large for their letters
+    report = ReplayReport()
+    dlq_topic = topo.name(DLQ)
+    send = None if producer is None else _Sender(producer, rate_per_s)
+    try:
+        committed = consumer.committed(partitions(consumer, dlq_topic), timeout=10)
+        progress = {tp.partition: Progress.committed(tp) for tp in committed}
+        starts = [TopicPartition(dlq_topic, p, pr.position) for p, pr in progress.items()]
+        read_up_to: dict[int, int] = {}
+        first_unsent: dict[int, int] = {}
+        handled = 0
+        for dead in read(consumer, dlq_topic, starts):
+            read_up_to[dead.partition] = dead.offset + 1
+            if dead.offset in progress[dead.partition].sent:
+                report.before += 1
+                continue
+            verdict, value = _decide(dead, flt, max_replays, blobs, settings.kafka.max_record_bytes)
+            if verdict == "replay" and not progress[dead.partition].record(dead.offset):
+                verdict = "deferred"
+            if verdict == "replay":
+                if send is not None:
+                    send(dead, value)
+                report.replayed += 1
+            elif verdict == "deferred":
+                first_unsent.setdefault(dead.partition, dead.offset)
+                report.deferred += 1
+            else:
+                if verdict == "skip" or verdict.startswith(_UNREADABLE):
+                    # A later run may send it (another filter, the store back): held.
+                    first_unsent.setdefault(dead.partition, dead.offset)
+                if verdict == "skip":
+                    report.skipped += 1
+                else:
+                    report.refused += 1
+            if on_each is not None:
+                on_each(dead, verdict)
+            handled += 1
+            if producer is not None and handled % 100 == 0:
+                _commit(producer, consumer, progress, first_unsent, read_up_to, dlq_topic)
+        if producer is not None:
+            _commit(producer, consumer, progress, first_unsent, read_up_to, dlq_topic)
+    finally:
+        consumer.close()
+    return report
+
+
+class _Sender:
+    """Sends dead letters back to their original topic, at most `rate_per_s` a second."""
+
+    def __init__(self, producer: Producer, rate_per_s: float) -> None:
+        self._producer = producer
+        self._interval = 1.0 / rate_per_s if rate_per_s > 0 else 0.0
+        self._next = time.monotonic()
+
+    def __call__(self, dead: DeadLetter, value: bytes | None) -> None:
+        target = dead.header(headers.ERROR_TOPIC)
+        assert target is not None  # noqa: S101 - _verdict checked it
+        time.sleep(max(0.0, self._next - time.monotonic()))
+        self._next = max(self._next, time.monotonic()) + self._interval
+        sent: list[tuple[str, str | bytes | None]] = [*_sent_headers(dead)]
+        self._producer.produce(target, value, dead.key, headers=sent)
+        self._producer.poll(0)
+
+
+def _decide(
+    dead: DeadLetter, flt: Filter, max_replays: int, blobs: _LazyStore, max_record_bytes: int
+) -> tuple[str, bytes | None]:
+    """The verdict on a dead letter ("replay", "skip" or why it is refused), and the value
+    to send back."""
+    verdict = _verdict(dead, flt, max_replays)
+    value = dead.value
+    if verdict == "replay" and value is None:
+        value, verdict = _kept_value(dead, blobs)
+    if verdict == "replay":
+        verdict = _fits(dead, value, max_record_bytes)
+    return verdict, value
+
+
+def _fits(dead: DeadLetter, value: bytes | None, max_record_bytes: int) -> str:
+    """ "replay" if the record sent back fits the record limit (the one gate,
+    streams/kafka/sizes.py), else why not: a producer would refuse it."""
+    size = sizes.record_bytes(dead.key, value, _sent_headers(dead))
+    if size > max_record_bytes:
+        return f"refused: {size} bytes sent back, over the record limit of {max_record_bytes}"
+    return "replay"
+
+
+def _sent_headers(dead: DeadLetter) -> list[tuple[str, bytes]]:
+    """The headers a replayed record carries: the original's, and the replay count."""
+    kept = [(k, v) for k, v in dead.headers if not _replaced(k)]
+    return [*kept, (headers.REPLAY_COUNT, str(dead.replays + 1).encode())]
+
+
+def _replaced(header_name: str) -> bool:
+    """Headers a replay drops: the error facts (a new failure writes fresh ones) and the
+    old replay count."""
+    return header_name.startswith(headers.ERROR_PREFIX) or header_name == headers.REPLAY_COUNT
+
+
+def _verdict(dead: DeadLetter, flt: Filter, max_replays: int) -> str:
+    if not flt.matches(dead):
+        return "skip"
+    if dead.replays >= max_replays:
+        return f"refused: replayed {dead.replays} times already (max {max_replays})"
+    if dead.value is None and dead.header(headers.VALUE_REF) is None:
+        return "refused: the original value was too large to keep"
+    if dead.header(headers.KEY_DROPPED) or dead.header(headers.HEADERS_DROPPED):
+        return "refused: the original key or headers were too large to keep"
+    if dead.header(headers.ERROR_TOPIC) is None:
+        return "refused: no pagestream.error.topic header"
+    return "replay"
+
+
+class _LazyStore:
+    """The blob store, opened on the first dead letter that needs it: a replay of letters
+    that kept their values needs no store (nor its credentials)."""
+
+    def __init__(self, settings: BlobSettings) -> None:
+        self._settings = settings
+        self._store: BlobStore | None = None
+
+    def get(self, uri: str) -> bytes:
+        if self._store is None:
+            self._store = BlobStore.from_settings(self._settings)
+        return self._store.get(uri)
+
+
+def _kept_value(dead: DeadLetter, blobs: _LazyStore) -> tuple[bytes | None, str]:
+    """The original value a dead letter kept in the blob store, and the verdict: a value
+    gone from the store, or a store down now, refuses it for this run (a later run may
+    send it: the position stays before it)."""
+    ref = dead.header(headers.VALUE_REF)
+    assert ref is not None  # noqa: S101 - _verdict checked it
+    try:
+        return blobs.get(ref), "replay"
+    except (BlobError, WorldError) as exc:
+        return None, f"{_UNREADABLE} ({type(exc).__name__})"
+
+
+def _commit(
+    producer: Producer,
+    consumer: Consumer,
+    progress: dict[int, Progress],
+    first_unsent: dict[int, int],
+    read_up_to: dict[int, int],
+    topic: str,
+) -> None:
+    # Offsets only after the replayed records are acknowledged: a crash in between
+    # replays them again (at-least-once; consumers dedupe), never loses them.
+    remaining = producer.flush(30)
+    if remaining:
+        raise RuntimeError(f"{remaining} replayed records not acknowledged; progress not committed")
+    offsets = []
+    for p, up_to in read_up_to.items():
+        progress[p].advance(first_unsent.get(p), up_to)
+        offsets.append(TopicPartition(topic, p, progress[p].position,
+                                      metadata=progress[p].metadata()))  # fmt: skip
+    if offsets:
+        consumer.commit(offsets=offsets, asynchronous=False)
