@@ -27,8 +27,8 @@ import numpy as np
 import typer
 
 from schemas import OcrEngineName, TextLayer
+from streams.media.pdf import read_text_layer
 from streams.media.raster import split_pages
-from streams.media.text_layer import read_text_layer
 from streams.settings import DocOcrPreset, DocOcrSettings, ModelSettings
 from synth.dataset import generate
 from synth.pdf import report_pages, text_pdf

@@ -18,7 +18,8 @@ from typing import Annotated
 import typer
 
 from streams.media.raster import UNLIMITED, split_pages
-from streams.media.sandbox import Renderer, RenderJob
+from streams.media.render_child import RenderJob
+from streams.media.sandbox import Renderer
 from synth.dataset import generate
 from synth.pdf import images_to_pdf, report_pages, text_pdf
 

@@ -1,5 +1,5 @@
 """The declared roles (streams/security/acls.py): least privilege as a reviewer would check it, and
-the README's table generated from them."""
+the security page's table (docs/security.md) generated from them."""
 
 from __future__ import annotations
 
@@ -103,12 +103,12 @@ def test_every_grant_is_one_allow_binding_per_operation() -> None:
     assert len(bindings(roles)) == sum(len(g.operations) for r in roles for g in r.grants)
 
 
-def test_the_readme_table_is_the_declaration() -> None:
-    readme = (REPO / "README.md").read_text()
-    found = re.search(r"<!-- acls:begin -->\n(.*?)<!-- acls:end -->", readme, re.S)
-    assert found, "README.md has no generated ACL table"
+def test_the_documented_table_is_the_declaration() -> None:
+    page = (REPO / "docs" / "security.md").read_text()
+    found = re.search(r"<!-- acls:begin -->\n(.*?)<!-- acls:end -->", page, re.S)
+    assert found, "docs/security.md has no generated ACL table"
     names = acls.Names(Topology(), gpu_group=NodeSettings().group_id,
                        dlq_replay_group=DlqSettings().replay_group)  # fmt: skip
     assert found.group(1).strip() == markdown_table(acls.declared(names)).strip(), (
-        "README's ACL table is stale: paste `pagestream acls show --markdown`"
+        "docs/security.md's ACL table is stale: paste `pagestream acls show --markdown`"
     )
