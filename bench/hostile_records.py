@@ -1,6 +1,6 @@
 """Hostile records for every topic a stage reads, as Hypothesis strategies: the unit
 fuzzers' (tests/unit/**/test_fuzz_*.py, one stage's pure step each), the live
-variant's (tests/integration/streams/test_fuzz_live.py, the same records on a real broker)
+variant's (tests/integration/streams/agents/test_fuzz_live.py, the same records on a real broker)
 and the soak's hostile share (bench/soak/load.py).
 
 Every strategy is sized around a record limit it is given (`limit`): texts, values and

@@ -11,7 +11,7 @@ no ACLs: it creates topics, users and these ACLs.
 Decisions a reviewer should see:
 - Idempotent producers need no IDEMPOTENT_WRITE on the cluster: since Kafka 3.0 Write
   on a topic is enough to get a producer id (KIP-679); verified against the embedded
-  broker by tests/integration/streams/test_secure.py.
+  broker by tests/integration/streams/security/test_secure.py.
 - The monitor (`pagestream lag`, the exporter) only describes: it never reads record
   bytes (they are identity documents). Its lag is then counted offset for offset,
   transaction markers included (streams/admin/records.py falls back when refused).

@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 BEFORE, AFTER = 10, 40  # records routed to gpu.classify before and after the failing one
 _NOT_READY = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
               KafkaError.UNKNOWN_TOPIC_OR_PART}  # fmt: skip
-REFUSING = Path(__file__).parents[2] / "support" / "refused_sends"  # its sitecustomize.py
+REFUSING = Path(__file__).parents[3] / "support" / "refused_sends"  # its sitecustomize.py
 
 
 def _oriented(make_page, doc_id: str, operation: Operation) -> PageState:
