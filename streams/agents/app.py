@@ -173,7 +173,8 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
         # Acknowledged by the broker before the input's offset may be committed.
         await asyncio.gather(*await submit(emits))
 
-    handling = RecordHandling(send_all, submit=submit, dead_letters=dead_letters)
+    handling = RecordHandling(send_all, submit=submit, dead_letters=dead_letters,
+                              retries=metrics.retries)  # fmt: skip
 
     notify = WebhookNotifier(settings.agents, metrics, handling)
     cast(Transport, app.transport).before_wait_empty.append(notify.hand_back)

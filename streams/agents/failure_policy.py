@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiokafka.errors import MessageSizeTooLargeError
+from prometheus_client import Counter
 from tenacity import AsyncRetrying, retry_if_exception, wait_exponential
 
 from streams.faults import is_worlds_fault
@@ -63,12 +64,14 @@ class RecordHandling:
         *,
         submit: Submit | None = None,
         dead_letters: DeadLetters,
+        retries: Counter | None = None,
         retry_initial_s: float = 0.5,
         retry_max_s: float = 30.0,
     ) -> None:
         self._send = send
         self._submit = submit
         self._dead_letters = dead_letters
+        self._retries = retries  # pagestream_agent_retries_total, by stage and error
         self._retry_initial_s = retry_initial_s
         self._wait = wait_exponential(multiplier=retry_initial_s, max=retry_max_s)
 
@@ -97,7 +100,7 @@ class RecordHandling:
         except Exception as exc:
             if not is_worlds_fault(exc):
                 raise
-            _log_retry(stage, origin, _Failed(exc))
+            self._retried(stage, origin, _Failed(exc))
             await asyncio.sleep(self._retry_initial_s)  # then tenacity's backoff
         async for attempt in self._retrying(stage, origin):
             with attempt:
@@ -122,7 +125,7 @@ class RecordHandling:
             # The same outputs again (not the step again: it ran, and deliver's step
             # changed its table), as long as it takes; byte-identical, so a copy the
             # broker kept after all is a duplicate downstream dedupe absorbs.
-            _log_retry(stage, origin, _Failed(exc))
+            self._retried(stage, origin, _Failed(exc))
             outputs = sent.outputs
         async for attempt in self._retrying(stage, origin):
             with attempt:
@@ -137,9 +140,14 @@ class RecordHandling:
         return AsyncRetrying(
             retry=retry_if_exception(is_worlds_fault),
             wait=self._wait,
-            before_sleep=lambda state: _log_retry(stage, origin, state.outcome),
+            before_sleep=lambda state: self._retried(stage, origin, state.outcome),
             reraise=True,
         )
+
+    def _retried(self, stage: str, origin: Origin | None, outcome: object) -> None:
+        exc = _log_retry(stage, origin, outcome)
+        if self._retries is not None:
+            self._retries.labels(stage, type(exc).__name__).inc()
 
     def _sent(self, outputs: list[Outgoing]) -> list[Outgoing]:
         """`outputs`, acknowledged: their dead letters are counted, once."""
@@ -199,7 +207,8 @@ class _Failed:
         return self.error
 
 
-def _log_retry(stage: str, origin: Origin | None, outcome: object) -> None:
-    exc = getattr(outcome, "exception", lambda: None)()
+def _log_retry(stage: str, origin: Origin | None, outcome: object) -> BaseException | None:
+    exc: BaseException | None = getattr(outcome, "exception", lambda: None)()
     where = "" if origin is None else f" {origin.topic}[{origin.partition}]@{origin.offset}"
     log.warning("%s%s will be retried: %s: %s", stage, where, type(exc).__name__, exc)
+    return exc

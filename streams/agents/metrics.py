@@ -61,6 +61,13 @@ class AgentMetrics:
             buckets=_LOOP_LAG_BUCKETS,
             registry=registry,
         )
+        self.retries = Counter(
+            "pagestream_agent_retries_total",
+            "Records (or sends) tried again after a failure of the world's (blob store or "
+            "broker unavailable, a send refused), by stage and exception class.",
+            ["stage", "error"],
+            registry=registry,
+        )
         self.render_restarts = Counter(
             "pagestream_agent_render_restarts_total",
             "Render processes replaced, by reason (timeout, memory, crash, error; abandoned: "

@@ -20,6 +20,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench import processes
 from bench.processes import free_port
 
+# The world's failures a worker retried, by stage and exception class.
+RETRIES = "pagestream_agent_retries_total"
+
 
 @dataclass
 class Worker:
@@ -50,6 +53,13 @@ class Worker:
                 if found.name == sample and found.labels == labels:
                     return float(found.value)
         return 0.0
+
+    def metric_total(self, sample: str, **labels: str) -> float:
+        """The sum of every sample named `sample` whose labels include `labels`."""
+        text = httpx.get(f"http://127.0.0.1:{self.web_port}/metrics", timeout=10).text
+        return sum(float(found.value) for family in text_string_to_metric_families(text)
+                   for found in family.samples
+                   if found.name == sample and labels.items() <= found.labels.items())  # fmt: skip
 
 
 def start_worker(

@@ -77,6 +77,23 @@ def produce_pages(settings: Settings, topic: str, pages: list[PageState]) -> Non
     produce(settings, topic, [(r.key, r.value) for r in records], [r.headers for r in records])
 
 
+def produce_transactional(
+    settings: Settings, topic: str, values: list[bytes], commit: bool, partition: int = 0
+) -> None:
+    """`values` written to `topic` in one transaction, committed or aborted (the aborted
+    records stay in the log, with the abort marker after them)."""
+    prod = kafka.producer(settings.kafka, **{"transactional.id": f"{topic}-{commit}-{len(values)}"})
+    prod.init_transactions(30)
+    prod.begin_transaction()
+    for v in values:
+        prod.produce(topic, value=v, partition=partition)
+    if commit:
+        prod.commit_transaction(30)
+    else:
+        assert prod.flush(30) == 0  # written to the log, then aborted
+        prod.abort_transaction(30)
+
+
 def read_committed(
     settings: Settings,
     topics: list[str],

@@ -5,9 +5,9 @@ agents stop, sees both clear when they come back, and reads lag 0 everywhere onc
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -100,13 +100,16 @@ def test_prometheus_sees_the_lag_grow_the_alert_fire_and_both_clear(
                 )
                 # Idle: lag 0 on every partition of both groups (the GPU node's commit
                 # markers are not counted), and the groups are OK.
-                time.sleep(3)
-                per_partition = prom.query("kafka_consumergroup_lag")
-                groups = {x["metric"]["consumergroup"] for x in per_partition}
-                assert groups == {group, node.settings.group_id}
-                assert all(float(x["value"][1]) == 0 for x in per_partition), per_partition
-                status = prom.query('pagestream_consumergroup_status{status="OK"} == 1')
-                assert {x["metric"]["consumergroup"] for x in status} == groups
+                groups = {group, node.settings.group_id}
+
+                def consumer_groups(rows: list[dict[str, Any]]) -> set[str]:
+                    return {x["metric"]["consumergroup"] for x in rows}
+
+                prom.wait("kafka_consumergroup_lag",
+                          lambda r: consumer_groups(r) == groups
+                          and all(float(x["value"][1]) == 0 for x in r), timeout_s=60)  # fmt: skip
+                prom.wait('pagestream_consumergroup_status{status="OK"} == 1',
+                          lambda r: consumer_groups(r) == groups, timeout_s=60)  # fmt: skip
     finally:
         for w in (worker, restarted):
             if w is not None:

@@ -14,8 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from streams.kafka import clients as kafka
 from streams.settings import ExporterSettings, Settings
-from tests.integration.streams.test_lag import _transactional
 from tests.support.exporter import running_exporter
+from tests.support.pages import produce_transactional
 
 pytestmark = pytest.mark.kafka
 
@@ -66,7 +66,7 @@ def test_exporter_serves_kafka_exporter_metrics_and_judges_the_group(
         prod.produce(topic, value=b"x", partition=0, timestamp=1_000_000 + i * 1000)
     assert prod.flush(30) == 0
     # Partition 1: records at 0 and 1, the commit marker at 2.
-    _transactional(settings, topic, [b"a", b"b"], commit=True, partition=1)
+    produce_transactional(settings, topic, [b"a", b"b"], commit=True, partition=1)
     group = f"{prefix}consumers"
     cons = kafka.consumer(settings.kafka, group)
     cons.commit(offsets=[TopicPartition(topic, 0, 4), TopicPartition(topic, 1, 2)],

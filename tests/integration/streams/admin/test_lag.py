@@ -14,6 +14,7 @@ from streams.cli import app
 from streams.kafka import clients as kafka
 from streams.local import broker
 from streams.settings import BrokerSettings, Settings
+from tests.support.pages import produce_transactional
 
 pytestmark = pytest.mark.kafka
 
@@ -126,21 +127,6 @@ def test_lag_cli_json_totals(
     assert lines[lines.index(f"  {topic}") + 1].split() == ["0", "4", "9", "5", "5", "-"]
 
 
-def _transactional(
-    settings: Settings, topic: str, values: list[bytes], commit: bool, partition: int = 0
-) -> None:
-    prod = kafka.producer(settings.kafka, **{"transactional.id": f"{topic}-{commit}-{len(values)}"})
-    prod.init_transactions(30)
-    prod.begin_transaction()
-    for v in values:
-        prod.produce(topic, value=v, partition=partition)
-    if commit:
-        prod.commit_transaction(30)
-    else:
-        assert prod.flush(30) == 0  # written to the log, then aborted
-        prod.abort_transaction(30)
-
-
 def test_lag_in_records_leaves_out_transaction_markers_and_aborted_records(
     settings: Settings,
     broker_settings: BrokerSettings,
@@ -150,7 +136,7 @@ def test_lag_in_records_leaves_out_transaction_markers_and_aborted_records(
     """A group that read everything a transactional producer wrote reads lag 0 records,
     where Kafka's tool shows 1 (the commit marker); aborted records are not lag either."""
     topic = make_topic(f"{prefix}lag.tx", 1)
-    _transactional(settings, topic, [b"a", b"b", b"c"], commit=True)  # offsets 0-2, marker 3
+    produce_transactional(settings, topic, [b"a", b"b", b"c"], commit=True)  # offsets 0-2, marker 3
     group = f"{prefix}tx"
     cons = kafka.consumer(settings.kafka, group)
     cons.commit(offsets=[TopicPartition(topic, 0, 3)], asynchronous=False)
@@ -166,7 +152,7 @@ def test_lag_in_records_leaves_out_transaction_markers_and_aborted_records(
         assert reference == {(topic, 0, 3, 4, 1)}
 
         # An aborted transaction (offsets 4-5, marker 6), then two plain records (7, 8).
-        _transactional(settings, topic, [b"x", b"y"], commit=False)
+        produce_transactional(settings, topic, [b"x", b"y"], commit=False)
         prod = kafka.producer(settings.kafka)
         for v in (b"p", b"q"):
             prod.produce(topic, value=v, partition=0)
@@ -189,7 +175,7 @@ def test_lag_cli_prints_records_beside_offsets(
     cli_env: Settings, make_topic: Callable[[str, int], str], prefix: str
 ) -> None:
     topic = make_topic(f"{prefix}lag.cli.tx", 1)
-    _transactional(cli_env, topic, [b"a", b"b"], commit=True)
+    produce_transactional(cli_env, topic, [b"a", b"b"], commit=True)
     group = f"{prefix}clitx"
     cons = kafka.consumer(cli_env.kafka, group)
     cons.commit(offsets=[TopicPartition(topic, 0, 2)], asynchronous=False)

@@ -27,6 +27,7 @@ from tests.support import agents as support
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 BEFORE, AFTER = 10, 40  # records routed to gpu.classify before and after the failing one
+MARKERS = 1  # the partition of the records that show a commit cycle has passed
 _NOT_READY = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
               KafkaError.UNKNOWN_TOPIC_OR_PART}  # fmt: skip
 REFUSING = Path(__file__).parents[3] / "support" / "refused_sends"  # its sitecustomize.py
@@ -54,13 +55,26 @@ def _count(admin: AdminClient, topic: str, partitions: int) -> int:
         raise
 
 
-def _committed(admin: AdminClient, group: str, topic: str) -> int | None:
+def _committed(admin: AdminClient, group: str, topic: str, partition: int = 0) -> int | None:
     try:
         lag = group_lag(admin, group)
     except Exception:  # the group does not exist yet
         return None
     return next((p.committed for p in lag.partitions
-                 if p.topic == topic and p.partition == 0), None)  # fmt: skip
+                 if p.topic == topic and p.partition == partition), None)  # fmt: skip
+
+
+def _commit_cycle(make_page, worker: support.Worker, settings: Settings, facts: str,
+                  group: str, n: int) -> None:  # fmt: skip
+    """Until the worker has committed once more: a record on another partition, produced
+    now, committed. faust commits every partition's acknowledged offsets at once, so
+    whatever partition 0 shows after this is what the worker chose to commit."""
+    admin = kafka.admin(settings.kafka)
+    marker = _oriented(make_page, f"pipe-marker-{n}", Operation.classify)
+    producer = kafka.producer(settings.kafka)
+    producer.produce(facts, encode(marker), marker.doc_id.encode(), partition=MARKERS)
+    assert producer.flush(30) == 0
+    _wait(lambda: _committed(admin, group, facts, MARKERS) == n, worker, f"marker {n} committed")
 
 
 def _wait(done: Callable[[], bool], worker: support.Worker, what: str) -> None:
@@ -98,12 +112,11 @@ def test_a_failing_output_holds_back_the_commit_of_later_records_and_nothing_is_
     try:
         _wait(lambda: _count(admin, classify, GPU_CLASSIFY.partitions) >= BEFORE + AFTER,
               worker, "later records routed")  # fmt: skip
-        # The later records' outputs are acknowledged; several commit intervals (faust's
-        # is 2.8 s) pass with the failing record still retried.
-        time.sleep(8)
+        # The later records' outputs are acknowledged; a commit passes with the failing
+        # record still retried: the records before it are committed, none after it.
+        _commit_cycle(make_page, worker, settings, facts, group, 1)
         assert "will be retried: NotEnoughReplicasError" in worker.tail(10**6), worker.tail()
-        committed = _committed(admin, group, facts)
-        assert committed is None or committed <= BEFORE, committed
+        assert _committed(admin, group, facts) == BEFORE
         assert _count(admin, ocr, GPU_OCR.partitions) == 0
         worker.kill()
     finally:
@@ -114,9 +127,8 @@ def test_a_failing_output_holds_back_the_commit_of_later_records_and_nothing_is_
         # From the failing record on (at most: nothing after it was committed) again.
         _wait(lambda: _count(admin, classify, GPU_CLASSIFY.partitions) >= BEFORE + 2 * AFTER,
               successor, "routed again")  # fmt: skip
-        time.sleep(4)
-        committed = _committed(admin, group, facts)
-        assert committed is None or committed <= BEFORE, committed
+        _commit_cycle(make_page, successor, settings, facts, group, 2)
+        assert _committed(admin, group, facts) == BEFORE
         flag.unlink()  # the world is back: the send retried in place goes through
         _wait(lambda: _committed(admin, group, facts) == len(pages), successor, "committed")
     finally:

@@ -155,7 +155,7 @@ def test_the_pipeline_waits_out_an_s3_outage_and_completes_every_document(
     worker = support.start_worker(tmp_path / "agents.log")
     try:
         deadline = time.monotonic() + 90
-        while "will be retried: BlobStoreUnavailableError" not in worker.tail(10**6):
+        while not worker.metric_total(support.RETRIES, error="BlobStoreUnavailableError"):
             assert time.monotonic() < deadline, worker.tail()
             assert worker.poll() is None, worker.tail()
             time.sleep(0.5)

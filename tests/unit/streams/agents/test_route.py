@@ -6,13 +6,16 @@ import asyncio
 from datetime import UTC, datetime
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from schemas import ClassificationResult, DocumentType, Operation, Options, PageState, Stage, encode
 from schemas import headers as h
 from schemas.errors import RecordError
 from schemas.pages import BlobRef, OrientationResult
 from streams.agents.failure_policy import RecordHandling
+from streams.agents.metrics import AgentMetrics
 from streams.agents.route import Router
+from streams.blobs import BlobStoreUnavailableError
 from streams.kafka.dead_letters import DeadLetters
 from streams.kafka.envelope import Origin, Outgoing, derived_event_id
 from streams.topics import (
@@ -119,3 +122,37 @@ def test_a_broker_that_refuses_even_the_dead_letter_gets_its_error_headers_alone
     assert sent == [dead] and dead.topic == TOPO.name(DLQ) and dead.size_bytes <= 20_000
     assert dead.header(h.ERROR_EXCEPTION_CLASS) == "aiokafka.errors.MessageSizeTooLargeError"
     assert dead.header(h.HEADERS_DROPPED) is not None
+
+
+def test_a_world_failure_is_retried_and_counted_by_stage_and_error_a_record_failure_is_not() -> (
+    None
+):
+    metrics = AgentMetrics(CollectorRegistry(), TOPO.name(DLQ))
+    origin = _origin(TOPO.name(ORIENTED), encode(ORIENTED_PAGE))
+    failures = [BlobStoreUnavailableError("the store is down"), None]
+    sent: list[Outgoing] = []
+
+    async def send(outputs: list[Outgoing]) -> None:
+        sent.extend(outputs)
+
+    async def step(o: Origin) -> list[Outgoing]:
+        failure = failures.pop(0)
+        if failure is not None:
+            raise failure
+        return ROUTER.handle(o)
+
+    dead_letters = DeadLetters(TOPO.name(DLQ), group="g", max_record_bytes=1_000_000)
+    handling = RecordHandling(send, dead_letters=dead_letters, retries=metrics.retries,
+                              retry_initial_s=0.001)  # fmt: skip
+    (out,) = asyncio.run(handling.run("route", origin, step))
+
+    assert out.topic == TOPO.name(GPU_CLASSIFY) and sent == [out]
+    registry = metrics.registry
+    labels = {"stage": "route", "error": "BlobStoreUnavailableError"}
+    assert registry.get_sample_value("pagestream_agent_retries_total", labels) == 1
+    # A record's own fault is dead-lettered at once: never counted as a retry.
+    bad = _origin(TOPO.name(ORIENTED), b'{"doc_id": "d1", "page_no": 0}')
+    failures.append(None)
+    (dead,) = asyncio.run(handling.run("route", bad, step))
+    assert dead.topic == TOPO.name(DLQ)
+    assert registry.get_sample_value("pagestream_agent_retries_total", labels) == 1
