@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,11 +32,16 @@ print(json.dumps({
 def test_a_wheel_install_finds_its_weights_pom_and_console_from_another_folder(
     tmp_path: Path,
 ) -> None:
-    target, elsewhere = tmp_path / "installed", tmp_path / "elsewhere"
+    target, elsewhere, source = (tmp_path / d for d in ("installed", "elsewhere", "source"))
     elsewhere.mkdir()
+    # Built from a copy: setuptools builds in the source folder, and a build/ left there
+    # by an earlier run (or files since moved) would end up in the wheel.
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", ".site", "build", "*.egg-info", "__pycache__", ".*_cache",
+        ".hypothesis", "results", "data"))  # fmt: skip
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile",
-         "--target", str(target), str(REPO)],
+         "--target", str(target), str(source)],
         check=True, capture_output=True, timeout=300,
     )  # fmt: skip
     # The installed copy first on the path; the dependencies from this environment.
