@@ -16,18 +16,17 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from PIL import Image
 
-from schemas import Operation, PageState, Stage, encode
+from schemas import ClassificationResult, DocumentType, Operation, PageState, Stage, encode
 from schemas.pages import OrientationResult
 from streams.admin.lag import group_lag
 from streams.kafka import clients as kafka
 from streams.settings import Settings
-from streams.topics import GPU_CLASSIFY, GPU_OCR, ORIENTED, Topology
+from streams.topics import GPU_CLASSIFY, GPU_OCR, ORIENTED, PAGES_DONE, Topology
 from tests.support import agents as support
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 BEFORE, AFTER = 10, 40  # records routed to gpu.classify before and after the failing one
-MARKERS = 1  # the partition of the records that show a commit cycle has passed
 _NOT_READY = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
               KafkaError.UNKNOWN_TOPIC_OR_PART}  # fmt: skip
 REFUSING = Path(__file__).parents[3] / "support" / "refused_sends"  # its sitecustomize.py
@@ -55,26 +54,29 @@ def _count(admin: AdminClient, topic: str, partitions: int) -> int:
         raise
 
 
-def _committed(admin: AdminClient, group: str, topic: str, partition: int = 0) -> int | None:
+def _committed(admin: AdminClient, group: str, topic: str) -> int | None:
     try:
         lag = group_lag(admin, group)
     except Exception:  # the group does not exist yet
         return None
     return next((p.committed for p in lag.partitions
-                 if p.topic == topic and p.partition == partition), None)  # fmt: skip
+                 if p.topic == topic and p.partition == 0), None)  # fmt: skip
 
 
-def _commit_cycle(make_page, worker: support.Worker, settings: Settings, facts: str,
+def _commit_cycle(make_page, worker: support.Worker, settings: Settings, done: str,
                   group: str, n: int) -> None:  # fmt: skip
-    """Until the worker has committed once more: a record on another partition, produced
-    now, committed. faust commits every partition's acknowledged offsets at once, so
-    whatever partition 0 shows after this is what the worker chose to commit."""
+    """Until the worker has committed once more: a finished page for deliver (another
+    agent, with its own window: route's holds every record behind the failing one),
+    produced now, committed. faust commits every acknowledged offset of the worker at
+    once, so what docs.oriented shows after this is what the worker chose to commit."""
     admin = kafka.admin(settings.kafka)
-    marker = _oriented(make_page, f"pipe-marker-{n}", Operation.classify)
+    page = _oriented(make_page, f"pipe-marker-{n}", Operation.classify)
+    classified = ClassificationResult(document_type=DocumentType.cnh_front, confidence=0.99)
+    marker = page.model_copy(update={"last_stage": Stage.classify, "classification": classified})
     producer = kafka.producer(settings.kafka)
-    producer.produce(facts, encode(marker), marker.doc_id.encode(), partition=MARKERS)
+    producer.produce(done, encode(marker), marker.doc_id.encode(), partition=0)
     assert producer.flush(30) == 0
-    _wait(lambda: _committed(admin, group, facts, MARKERS) == n, worker, f"marker {n} committed")
+    _wait(lambda: _committed(admin, group, done) == n, worker, f"marker {n} committed")
 
 
 def _wait(done: Callable[[], bool], worker: support.Worker, what: str) -> None:
@@ -96,7 +98,9 @@ def test_a_failing_output_holds_back_the_commit_of_later_records_and_nothing_is_
     path = [str(REFUSING), *filter(None, [os.environ.get("PYTHONPATH")])]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(path))
     admin = kafka.admin(settings.kafka)
-    facts, classify, ocr = (topology.name(t) for t in (ORIENTED, GPU_CLASSIFY, GPU_OCR))
+    facts, classify, ocr, done = (
+        topology.name(t) for t in (ORIENTED, GPU_CLASSIFY, GPU_OCR, PAGES_DONE)
+    )
     group = topology.agents_app
     pages = [_oriented(make_page, f"pipe-{i:03d}", Operation.classify) for i in range(BEFORE)]
     pages.append(_oriented(make_page, "pipe-failing", Operation.ocr))  # routed to gpu.ocr
@@ -114,7 +118,7 @@ def test_a_failing_output_holds_back_the_commit_of_later_records_and_nothing_is_
               worker, "later records routed")  # fmt: skip
         # The later records' outputs are acknowledged; a commit passes with the failing
         # record still retried: the records before it are committed, none after it.
-        _commit_cycle(make_page, worker, settings, facts, group, 1)
+        _commit_cycle(make_page, worker, settings, done, group, 1)
         assert "will be retried: NotEnoughReplicasError" in worker.tail(10**6), worker.tail()
         assert _committed(admin, group, facts) == BEFORE
         assert _count(admin, ocr, GPU_OCR.partitions) == 0
@@ -127,7 +131,7 @@ def test_a_failing_output_holds_back_the_commit_of_later_records_and_nothing_is_
         # From the failing record on (at most: nothing after it was committed) again.
         _wait(lambda: _count(admin, classify, GPU_CLASSIFY.partitions) >= BEFORE + 2 * AFTER,
               successor, "routed again")  # fmt: skip
-        _commit_cycle(make_page, successor, settings, facts, group, 2)
+        _commit_cycle(make_page, successor, settings, done, group, 2)
         assert _committed(admin, group, facts) == BEFORE
         flag.unlink()  # the world is back: the send retried in place goes through
         _wait(lambda: _committed(admin, group, facts) == len(pages), successor, "committed")
