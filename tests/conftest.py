@@ -37,12 +37,13 @@ from streams.local import broker
 from streams.settings import BlobSettings, BrokerSettings, KafkaSettings, Settings, TopicSettings
 from tests.support.coordinator import wait_for_group_coordinator
 from tests.support.vlm import TINY_KV_CACHE_BYTES, TINY_MAX_PIXELS, TINY_MIN_PIXELS
+from tests.support.xdist_groups import suffix_groups
 
 # Fixtures that load model weights, train or start vLLM (each closure includes its own
 # dependencies, so a fixture built on these is covered too).
 MODEL_FIXTURES = frozenset({
     "easyocr_reader", "page_model", "text_tiles", "model_registry", "node_factory",
-    "tiny_vlm_dir", "tiny_writer_vlm_dir", "vllm_server",
+    "tiny_vlm_dir", "tiny_writer_vlm_dir", "vllm_server", "vllm_extractor", "vllm_writer",
 })  # fmt: skip
 # vLLM users share one xdist worker: one `vllm serve` and one tiny checkpoint per run.
 VLLM_FIXTURES = frozenset({"tiny_vlm_dir", "tiny_writer_vlm_dir", "vllm_server"})
@@ -64,6 +65,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("vllm"))
         if item.get_closest_marker("serial") is not None:
             item.add_marker(pytest.mark.xdist_group("serial"))
+    suffix_groups(config, items)
 
 
 class _TestEnv(BaseSettings):

@@ -13,6 +13,9 @@ TINY_MAX_PIXELS = 64 * 28 * 28
 # when the node's RAM is small and the worker's own footprint exceeds the share. The
 # tiny model needs 2 KiB per token; 8 sequences of 2048 tokens fit in 32 MiB.
 TINY_KV_CACHE_BYTES = 128 * 1024 * 1024
+# The document-OCR engine's budget of tokens a page, on the checkpoint that writes until
+# its budget (tests/unit/gpu_node/conftest.py: vllm_writer).
+WRITER_MAX_TOKENS = 48
 
 
 def tiny_vllm_settings(model: Path) -> VllmSettings:

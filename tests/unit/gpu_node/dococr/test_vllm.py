@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import time
-from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,32 +16,18 @@ import pytest
 from gpu_node.dococr.transcribe import scaled
 from gpu_node.extraction.vllm_engine import VllmExtractor
 from schemas import DocumentType
-from streams.settings import DocOcrSettings
 from synth.dataset import generate
-from tests.support.vlm import tiny_vllm_settings
-
-BUDGET = 48
+from tests.support.vlm import WRITER_MAX_TOKENS
 
 
-@pytest.fixture(scope="module")
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    loop = asyncio.new_event_loop()  # the engine binds to the loop of its first request
-    yield loop
-    loop.close()
+@pytest.fixture
+def loop(vllm_loop: asyncio.AbstractEventLoop) -> asyncio.AbstractEventLoop:
+    return vllm_loop
 
 
-@pytest.fixture(scope="module")
-def reader(tiny_writer_vlm_dir: Path, loop: asyncio.AbstractEventLoop) -> Iterator[VllmExtractor]:
-    # A no-repeat rule on bigrams registers vLLM's n-gram logits processor.
-    doc_ocr = DocOcrSettings(max_tokens=BUDGET, no_repeat_ngram_size=2, no_repeat_window=512)
-    engine = VllmExtractor(tiny_vllm_settings(tiny_writer_vlm_dir), doc_ocr)
-    started = time.monotonic()
-    loop.run_until_complete(engine.start())
-    print(f"\nvllm AsyncLLM (writer) started in {time.monotonic() - started:.1f} s")
-    try:
-        yield engine
-    finally:
-        loop.run_until_complete(engine.close())
+@pytest.fixture
+def reader(vllm_writer: VllmExtractor) -> VllmExtractor:
+    return vllm_writer
 
 
 def _pages(n: int, seed: int) -> list[np.ndarray]:
@@ -77,7 +60,7 @@ def test_the_no_repeat_ngram_processor_is_applied_per_request(
     plain = loop.run_until_complete(
         reader.complete_page(image, replace(reader.ask, no_repeat=None))
     )
-    assert len(ruled.token_ids) == len(plain.token_ids) == BUDGET
+    assert len(ruled.token_ids) == len(plain.token_ids) == WRITER_MAX_TOKENS
     # Greedy decoding of random weights repeats itself; the rule forbids any bigram twice.
     assert _bigram_repeats(plain.token_ids) > 0
     assert _bigram_repeats(ruled.token_ids) == 0

@@ -10,7 +10,6 @@ import asyncio
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -44,24 +43,14 @@ def pages(types: list[DocumentType | None], seed: int = 7) -> list[ExtractionInp
     ]
 
 
-@pytest.fixture(scope="module")
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    # One loop for the module: the engine binds to the loop of its first request.
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.close()
+@pytest.fixture
+def loop(vllm_loop: asyncio.AbstractEventLoop) -> asyncio.AbstractEventLoop:
+    return vllm_loop
 
 
-@pytest.fixture(scope="module")
-def extractor(tiny_vlm_dir: Path, loop: asyncio.AbstractEventLoop) -> Iterator[VllmExtractor]:
-    ex = VllmExtractor(tiny_vllm_settings(tiny_vlm_dir))
-    started = time.monotonic()
-    loop.run_until_complete(ex.start())
-    print(f"\nvllm AsyncLLM started in {time.monotonic() - started:.1f} s")
-    try:
-        yield ex
-    finally:
-        loop.run_until_complete(ex.close())
+@pytest.fixture
+def extractor(vllm_extractor: VllmExtractor) -> VllmExtractor:
+    return vllm_extractor
 
 
 def test_extracts_every_document_type(
