@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from bench import processes
 from bench.processes import free_port
@@ -47,19 +48,18 @@ class Worker:
 
     def metric(self, sample: str, **labels: str) -> float:
         """The value of one sample of the worker's /metrics (0 if it has none yet)."""
-        text = httpx.get(f"http://127.0.0.1:{self.web_port}/metrics", timeout=10).text
-        for family in text_string_to_metric_families(text):
-            for found in family.samples:
-                if found.name == sample and found.labels == labels:
-                    return float(found.value)
-        return 0.0
+        return next((float(found.value) for found in self._samples(sample)
+                     if found.labels == labels), 0.0)  # fmt: skip
 
     def metric_total(self, sample: str, **labels: str) -> float:
         """The sum of every sample named `sample` whose labels include `labels`."""
+        return sum(float(found.value) for found in self._samples(sample)
+                   if labels.items() <= found.labels.items())  # fmt: skip
+
+    def _samples(self, sample: str) -> list[Sample]:
         text = httpx.get(f"http://127.0.0.1:{self.web_port}/metrics", timeout=10).text
-        return sum(float(found.value) for family in text_string_to_metric_families(text)
-                   for found in family.samples
-                   if found.name == sample and labels.items() <= found.labels.items())  # fmt: skip
+        return [found for family in text_string_to_metric_families(text)
+                for found in family.samples if found.name == sample]  # fmt: skip
 
 
 def start_worker(
