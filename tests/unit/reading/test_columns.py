@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from reading import layout
 from reading.columns import narrow_gutters, regions
 from schemas.pages import OcrBox
+from tests.support.fuzz import examples
 
 WIDTH, HEIGHT = 1600, 2000
 # Two columns of a magazine: lines 310 px long, 10 px apart (a word space at this size).
@@ -115,7 +116,7 @@ def _page_lines(draw: st.DrawFn) -> list[OcrBox]:
     return draw(st.permutations(lines))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(_page_lines())
 def test_every_line_lands_in_exactly_one_region(lines: list[OcrBox]) -> None:
     out = regions(lines, WIDTH)

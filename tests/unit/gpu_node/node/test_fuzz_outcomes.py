@@ -61,13 +61,14 @@ from streams.kafka.dead_letters import DeadLetters
 from streams.kafka.envelope import Origin, Outgoing
 from streams.settings import NodeSettings
 from streams.topics import DLQ, FACTS_BY_STAGE, WORK_BY_STAGE, Topology
+from tests.support.fuzz import examples
 
 LIMIT = 50_000
 TOPO = Topology("f.")
 FACTS = {s: TOPO.name(FACTS_BY_STAGE[s.value]) for s in Stage}
 WORK = {s: TOPO.name(WORK_BY_STAGE[s.value]) for s in Stage}
 FUZZ = settings(
-    max_examples=500,
+    max_examples=examples(500),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

@@ -44,12 +44,13 @@ from streams.kafka.envelope import Origin, Outgoing
 from streams.media.raster import Budget
 from streams.media.sandbox import RendererPool
 from streams.topics import DLQ, PAGES_DONE, RAW, RESULTS, WORK_BY_STAGE, Topology
+from tests.support.fuzz import examples
 
 LIMIT = 50_000
 TOPO = Topology("f.")
 PAGE_TOPICS = {TOPO.name(t) for t in (*WORK_BY_STAGE.values(), PAGES_DONE)}
 FUZZ = settings(
-    max_examples=250,
+    max_examples=examples(250),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

@@ -48,6 +48,7 @@ from streams.webhooks.signing import (
     signature,
 )
 from tests.support.agents import WebhookReceiver, webhook_receiver
+from tests.support.fuzz import examples
 
 LIMIT = 50_000
 TOPO = Topology("f.")
@@ -111,7 +112,7 @@ def notify() -> Iterator[tuple[asyncio.AbstractEventLoop, WebhookNotifier]]:
     loop.close()
 
 
-@settings(max_examples=300, deadline=None, derandomize=True,
+@settings(max_examples=examples(300), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
 @given(data=st.data(), extra=headers(LIMIT))
 def test_notify_posts_or_dead_letters_any_delivery(

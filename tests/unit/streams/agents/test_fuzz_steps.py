@@ -35,6 +35,7 @@ from streams.blobs import BlobStore
 from streams.kafka.dead_letters import DeadLetters
 from streams.kafka.envelope import Origin, Outgoing
 from streams.topics import DLQ, PAGES_DONE, RECOGNIZED, RESULTS, Topology
+from tests.support.fuzz import examples
 
 LIMIT = 50_000
 TOPO = Topology("f.")
@@ -52,7 +53,7 @@ def _deliver(blobs: BlobStore) -> tuple[Deliver, JsonTable]:
     return deliver, JsonTable(Changelog(LIMIT), max_record_bytes=LIMIT)
 
 
-FUZZ = settings(max_examples=300, deadline=None, derandomize=True,
+FUZZ = settings(max_examples=examples(300), deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.function_scoped_fixture])  # fmt: skip
 

@@ -13,6 +13,7 @@ from streams.kafka import sizes
 from streams.kafka.envelope import Outgoing
 from streams.settings import KafkaSettings
 from streams.topics import Topology
+from tests.support.fuzz import examples
 
 blobs = st.one_of(st.none(), st.binary(max_size=300), st.binary(min_size=128, max_size=20_000))
 header_lists = st.lists(st.tuples(st.text(max_size=40), st.binary(max_size=500)), max_size=12)
@@ -35,7 +36,7 @@ def _batch_bytes(key: bytes | None, value: bytes | None, headers: list[tuple[str
     return len(builder.build()) - fillers
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(key=blobs, value=blobs, headers=header_lists,
        offset_delta=st.integers(0, 3), timestamp_delta=st.integers(0, 10**12))  # fmt: skip
 def test_a_record_never_costs_more_on_the_wire_than_the_gate_counts(

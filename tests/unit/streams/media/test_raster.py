@@ -32,6 +32,7 @@ from tests.support.bad_inputs import (
     encode,
     good_inputs,
 )
+from tests.support.fuzz import examples
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 LIMITS: dict[str, int] = {"dpi": 72, "max_pages": 10, "max_pixels": 1_000_000}
@@ -305,7 +306,7 @@ SEEDS = _seeds()
 
 
 @settings(
-    max_examples=150,
+    max_examples=examples(150),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

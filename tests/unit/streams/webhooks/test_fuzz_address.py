@@ -24,6 +24,7 @@ from bench.hostile_records import chars, mostly
 from streams.webhooks.address import Resolver, is_public, resolve
 from streams.webhooks.errors import Retryable, WebhookURLRefused
 from tests.support.dns import dns_server
+from tests.support.fuzz import examples
 
 TOKEN = "tok3n-secret"  # in every URL's query: never in what a refusal says
 ADDRESSES = {
@@ -66,7 +67,7 @@ def resolver() -> Iterator[tuple[asyncio.AbstractEventLoop, Resolver]]:
     loop.close()
 
 
-@settings(max_examples=600, deadline=None, derandomize=True,
+@settings(max_examples=examples(600), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
 @given(url=callbacks, allow_private=st.booleans())
 def test_any_callback_is_refused_or_resolves_to_checked_addresses(
