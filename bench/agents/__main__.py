@@ -4,11 +4,12 @@ configuration repeated (see the package's docstring)."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from bench.agents.figures import report
+from bench.agents.figures import report, report_profile
 from bench.agents.run import measure, wait_for_coordinator
 from bench.agents.work import AGENTS
 from bench.cluster import cluster
@@ -30,6 +31,13 @@ def main(
     ] = False,
     timeout: Annotated[float, typer.Option(help="seconds per run")] = 600.0,
     bootstrap: Annotated[str | None, typer.Option(help="use this cluster")] = None,
+    profile: Annotated[
+        Path | None,
+        typer.Option(
+            help="instead: one run of one worker per agent under py-spy; its "
+            "flame graph and stacks go to this folder"
+        ),
+    ] = None,
 ) -> None:
     logging.basicConfig(level=logging.WARNING)
     names = agent or list(AGENTS)
@@ -40,6 +48,12 @@ def main(
         kafka_settings = KafkaSettings(bootstrap_servers=address)
         wait_for_coordinator(kafka.admin(kafka_settings))
         for name in names:
+            if profile is not None:
+                result = measure(AGENTS[name], 1, records, kafka_settings, scratch, timeout,
+                                 prefill=False, profile=profile)  # fmt: skip
+                report(AGENTS[name], [result])
+                report_profile(AGENTS[name], profile)
+                continue
             results = []
             for _ in range(repeats):
                 for k in (1, 2):  # alternating: a slow phase of the machine hits both

@@ -7,10 +7,12 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from bench.agents.profile import shares
 from bench.agents.work import Agent
 
 out = Console()
@@ -98,6 +100,8 @@ def report(agent: Agent, results: list[Result]) -> None:
     out.print(table)
     ones = [r for r in results if r.workers == 1]
     twos = [r for r in results if r.workers == 2]
+    if not (ones and twos):  # a profiled run: one worker, once
+        return
     summary = Table(
         "figure",
         "median (min-max)",
@@ -124,3 +128,12 @@ def report(agent: Agent, results: list[Result]) -> None:
                     _spread_ratio([ratio(b.rate, a.rate) for a, b in pairs]),
                     f"close to {TARGET_RATIO:.0f}")  # fmt: skip
     out.print(summary)
+
+
+def report_profile(agent: Agent, folder: Path) -> None:
+    """Where the profiled worker's busy samples went (bench/agents/profile.py)."""
+    title = f"{agent.name}: one worker's busy samples by part ({folder / agent.name}.svg)"
+    table = Table("part", "share", title=title)
+    for part, share in shares(folder / f"{agent.name}.folded").items():
+        table.add_row(part, f"{share:.1%}")
+    out.print(table)

@@ -16,6 +16,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from bench import processes
 from bench.agents.figures import Result
+from bench.agents.profile import Profiler
 from bench.agents.work import Agent, copies, fill
 from bench.processes import free_port
 from streams.admin import topics_apply
@@ -197,8 +198,12 @@ def measure(
     timeout_s: float,
     *,
     prefill: bool,
+    profile: Path | None = None,
 ) -> Result:
+    """One run; with `profile`, py-spy samples the first worker from the first record on
+    (bench/agents/profile.py) and writes its flame graph there."""
     run = Run(agent, workers, kafka_settings, tmp, timeout_s)
+    profiler: Profiler | None = None
     messages = copies(agent.page(str(run.blob_root)), n)
     start_s: float | None = None
     try:
@@ -209,12 +214,17 @@ def measure(
         else:  # the workers own their partitions before the first record arrives
             run.start()
             start_s = run.wait_ready()
+            if profile is not None:
+                profiler = Profiler(run.procs[0].pid, profile, agent.name)
+                profiler.start()
             started = time.perf_counter()
             fill(kafka_settings, run.facts, messages)
         cpu_before = 0.0 if prefill else run.cpu_s()  # with --prefill: the boot too
         result = run.watch(started, n)
         cpu_s = run.cpu_s() - cpu_before
     finally:
+        if profiler is not None:
+            profiler.stop()
         processes.stop(run.procs, timeout_s=STOP_TIMEOUT_S)
     outputs = run.outputs()
     assert outputs >= n, f"{run.work} holds {outputs} records, expected at least {n}"
