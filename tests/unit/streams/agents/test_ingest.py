@@ -288,3 +288,24 @@ def test_a_document_that_ends_at_ingest_ends_with_its_tenant(
     assert decode(WebhookDelivery, hook.value).result.tenant == "team-7"
     assert (decode(Progress, ended.value).stage, decode(Progress, ended.value).tenant) == (
         "ended", "team-7")  # fmt: skip
+
+
+def test_a_tenants_document_naming_another_tenants_upload_is_refused(ingest: Ingest) -> None:
+    # Issue 34: the gateway lets a JSON submission name only its own tenant's uploads;
+    # ingest holds the same line for a record that reached docs.raw some other way.
+    data = _png()
+    stored = ingest.blobs.scoped("acme").put(data)
+    payload = {"uri": stored.uri, "sha256": stored.sha256}
+
+    def submitted(tenant: str) -> bytes:
+        return DocumentSubmitted.model_validate(
+            {"doc_id": f"d-{tenant}", "operation": "classify", "payload": payload,
+             "tenant": tenant}
+        ).model_dump_json().encode()  # fmt: skip
+
+    (own,) = ingest.handle(_origin(submitted("acme")))
+    assert decode(PageState, own.value).tenant == "acme"
+    dead, failed = ingest.handle(_origin(submitted("other")))
+    assert dead.topic == TOPO.name(DLQ)
+    assert "another tenant's upload" in (dead.header(h.ERROR_EXCEPTION_MESSAGE) or "")
+    assert decode(DocumentResult, failed.value).status == "failed"
