@@ -82,11 +82,16 @@ def api_spec(
 @keys_app.command("create")
 def create(
     tenant: Annotated[str, typer.Option(help="the tenant the key acts for")],
-    admin: Annotated[bool, typer.Option(help="may list and replay dead letters")] = False,
+    admin: Annotated[
+        bool, typer.Option(help="may read the lag, list and replay its tenant's dead letters")
+    ] = False,
+    operator: Annotated[
+        bool, typer.Option(help="an admin key of every tenant's dead letters, not only its own")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="the key and its record")] = False,
 ) -> None:
     """Create a key and print it (alone on stdout): it is shown this once."""
-    role: Role = "admin" if admin else "user"
+    role: Role = "operator" if operator else "admin" if admin else "user"
     try:
         key, record = KeyStore(settings().api.keys_file).create(tenant, role)
     except (ValueError, KeyFileError) as exc:

@@ -49,7 +49,7 @@ Caller = Annotated[ApiKey, Depends(_caller)]
 
 
 def _admin(caller: Caller) -> ApiKey:
-    if caller.role != "admin":
+    if not caller.is_admin:
         raise ApiError(403, "this needs an admin key (`pagestream api-keys create --admin`)")
     return caller
 

@@ -29,7 +29,10 @@ from pydantic import TypeAdapter, ValidationError
 
 from schemas import Tenant
 
-Role = Literal["user", "admin"]
+# user: its tenant's documents. admin: also the operator's routes (lag, dead letters),
+# for its own tenant's dead letters. operator: an admin of every tenant's dead letters.
+Role = Literal["user", "admin", "operator"]
+_ROLES = ("user", "admin", "operator")
 _KEY = re.compile(r"^psk_([0-9a-f]{12})_([A-Za-z0-9_-]{43})$")
 _TENANT: TypeAdapter[str] = TypeAdapter(Tenant)
 
@@ -46,6 +49,16 @@ class ApiKey:
     sha256: str
     created_at: str
     revoked_at: str | None = None
+
+    @property
+    def is_admin(self) -> bool:
+        """May use the operator's routes (an operator key is an admin key too)."""
+        return self.role in ("admin", "operator")
+
+    @property
+    def sees_every_tenant(self) -> bool:
+        """Sees (and replays) every tenant's dead letters, not only its own tenant's."""
+        return self.role == "operator"
 
 
 def _digest(key: str) -> str:
@@ -89,8 +102,8 @@ class KeyStore:
     def create(self, tenant: str, role: Role = "user") -> tuple[str, ApiKey]:
         """A new key for `tenant`: the key itself (shown once) and its stored record."""
         tenant = check_tenant(tenant)
-        if role not in ("user", "admin"):
-            raise ValueError(f"role {role!r} is not one of: user, admin")
+        if role not in _ROLES:
+            raise ValueError(f"role {role!r} is not one of: {', '.join(_ROLES)}")
         key_id, secret = secrets.token_hex(6), secrets.token_urlsafe(32)
         key = f"psk_{key_id}_{secret}"
         record = ApiKey(key_id, tenant, role, _digest(key), _now())

@@ -31,7 +31,7 @@ from gateway.publish import PublishError
 from gateway.state import Gateway
 from gateway.uploads import boundary_of, next_chunk, receive
 from schemas import DocumentSubmitted, Operation, Progress
-from streams.blobs import BlobError
+from streams.blobs import BlobError, BlobStore
 from streams.client.intake import RecordTooLargeError
 from streams.client.progress import record_key
 from streams.kafka.envelope import first_record
@@ -132,7 +132,7 @@ async def _read_json(request: Request, gw: Gateway, doc_id: str, tenant: str) ->
     except ValidationError as exc:
         raise ApiError(422, _explain(exc)) from None
     if sub.payload.uri is not None:
-        await _check_blob_uri(gw, sub.payload.uri, sub.payload.sha256)
+        await _check_blob_uri(gw.store.scoped(tenant), sub.payload.uri, sub.payload.sha256)
     fields = gw.intake.fields(
         doc_id,
         sub.payload,
@@ -164,10 +164,11 @@ async def _read_multipart(
             f"the upload is {int(length)} bytes, over the limit of "
             f"{api.max_upload_bytes} (PAGESTREAM_API__MAX_UPLOAD_BYTES)",
         )
+    store = gw.store.scoped(tenant)  # the file is addressed in the tenant's own space
     upload = await receive(
         request.stream(),
         content_type,
-        gw.store,
+        store,
         max_bytes=api.max_upload_bytes,
         idle_timeout_s=api.idle_timeout_s,
     )
@@ -185,7 +186,7 @@ async def _read_multipart(
         # and the file name are all checked here.
         unnamed = "0" * 64
         payload = {
-            "uri": gw.store.uri_for(unnamed),
+            "uri": store.uri_for(unnamed),
             "sha256": unnamed,
             "size_bytes": upload.size_bytes,
             "media_type": upload.media_type,
@@ -213,22 +214,27 @@ async def _read_multipart(
     return record.model_copy(update={"payload": named})
 
 
-async def _check_blob_uri(gw: Gateway, uri: str, sha256: str | None) -> None:
-    """Only a blob named by its content in the gateway's own store: one a client can name
-    only by having its bytes. Any other path under the store's roots (a read root shared
-    with other systems, another upload's partial) could be another tenant's document."""
-    if sha256 is None or uri != gw.store.uri_for(sha256):
-        raise ApiError(
-            422,
-            "payload.uri must be the content address of payload.sha256 in the "
-            "blob store (upload the bytes as multipart/form-data otherwise)",
-        )
+_NOT_YOURS = (
+    "payload.uri must name a blob this tenant uploaded: the content address of "
+    "payload.sha256 in the tenant's space of the blob store (upload the bytes as "
+    "multipart/form-data otherwise)"
+)
+
+
+async def _check_blob_uri(store: BlobStore, uri: str, sha256: str | None) -> None:
+    """Only a blob the caller's tenant uploaded, named by its content in the tenant's
+    space (`store` is scoped to it): one a client can name only by having its bytes. Any
+    other path under the store's roots (another tenant's upload, a read root shared with
+    other systems, another upload's partial) could be another tenant's document, so
+    every refusal is the same answer: another tenant's file reads as no file."""
+    if sha256 is None or uri != store.uri_for(sha256):
+        raise ApiError(422, _NOT_YOURS)
     try:
-        found = await run_in_threadpool(gw.store.exists, uri)
-    except BlobError as exc:
-        raise ApiError(422, f"payload.uri: {exc}") from None
+        found = await run_in_threadpool(store.exists, uri)
+    except BlobError:
+        found = False
     if not found:
-        raise ApiError(422, "payload.uri: nothing is stored there")
+        raise ApiError(422, _NOT_YOURS)
 
 
 def _filename(name: str | None) -> str | None:

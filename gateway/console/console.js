@@ -98,7 +98,7 @@ async function useKey() {
   }
   $("whoami").textContent = `Tenant ${me.tenant} (${me.role} key ${me.key_id})`;
   await loadDocuments();
-  if (me.role === "admin") {
+  if (me.role === "admin" || me.role === "operator") {
     $("operator-view").hidden = false;
     await loadOperator();
     operatorTimer = setInterval(() => guarded(refreshOperator), OPERATOR_REFRESH_MS);

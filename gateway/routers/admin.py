@@ -1,5 +1,10 @@
 """Who the caller is, and the operator's routes (admin keys only): consumer lag per group
-and topic, the dead letters still to look at, and their replay."""
+and topic, the dead letters still to look at, and their replay.
+
+An admin key lists and replays only its own tenant's dead letters (what each letter's
+record says: streams/admin/dlq/letters.py); an operator key (`api-keys create
+--operator`) every tenant's, and the letters no tenant can be told for. Another tenant's
+letter answers as a letter that is not pending."""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from gateway.bodies import (
 )
 from gateway.dependencies import Admin, Caller, State
 from gateway.errors import ApiError
+from gateway.keys import ApiKey
 from schemas import headers
 from streams.admin.dlq import DeadLetter, Filter, pending_dead, replay
 from streams.admin.lag import all_lag
@@ -63,28 +69,34 @@ async def lag(gw: State, _admin: Admin) -> list[GroupLagView]:
 @router.get("/v1/admin/dead-letters", response_model=list[DeadLetterView])
 async def dead_letters(
     gw: State,
-    _admin: Admin,
+    caller: Admin,
     stage: str | None = None,
     doc_id: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
 ) -> list[DeadLetterView]:
     """The dead letters not yet replayed (nor refused for good), oldest first."""
-    flt = Filter(stage=stage, doc_id=doc_id)
+    flt = Filter(stage=stage, doc_id=doc_id, tenant=_tenant_scope(caller))
     found = await run_in_threadpool(pending_dead, gw.settings, flt, None, limit)
     return [_view(d) for d in found]
 
 
 @router.post("/v1/admin/dead-letters/replay", response_model=ReplayAnswer)
-async def replay_letters(gw: State, body: ReplayRequest, _admin: Admin) -> ReplayAnswer:
+async def replay_letters(gw: State, body: ReplayRequest, caller: Admin) -> ReplayAnswer:
     """Send the selected dead letters back to the topics they failed on."""
     letters = frozenset(_position(i) for i in body.ids)
-    report = await run_in_threadpool(replay, gw.settings, Filter(letters=letters))
+    flt = Filter(letters=letters, tenant=_tenant_scope(caller))
+    report = await run_in_threadpool(replay, gw.settings, flt)
     return ReplayAnswer(
         replayed=report.replayed,
         refused=report.refused,
         deferred=report.deferred,
         not_pending=len(letters) - report.replayed - report.refused - report.deferred,
     )
+
+
+def _tenant_scope(caller: ApiKey) -> str | None:
+    """The tenant whose dead letters `caller` sees: its own, or all (None) for an operator."""
+    return None if caller.sees_every_tenant else caller.tenant
 
 
 def _position(letter_id: str) -> tuple[int, int]:

@@ -91,7 +91,8 @@ class Ingest:
             data = base64.b64decode(p.inline_base64, validate=True)
         else:
             assert p.uri is not None  # noqa: S101 - the schema requires one of the two
-            data = self.blobs.get(p.uri, expected_sha256=p.sha256)
+            # A tenant's document reads no other tenant's upload (streams/blobs/store.py).
+            data = self.blobs.get(p.uri, expected_sha256=p.sha256, tenant=sub.tenant)
         if p.sha256 is not None and p.inline_base64 is not None:
             import hashlib
 

@@ -4,11 +4,17 @@ A blob is stored under its sha256, so a name says what it holds and a blob writt
 is stored once. Blob URIs arrive inside Kafka records, so ``get`` treats them as
 untrusted input: they are normalized and must fall under a configured root before any
 I/O (streams/blobs/uris.py).
+
+A tenant's uploads are addressed in the tenant's own space (`scoped`): the address names
+the tenant as well as the content, so a client that names an address (a JSON submission
+to the gateway) can name only what its own tenant stored, and no answer tells another
+tenant's file from no file. The same bytes uploaded by two tenants are stored twice.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import os
 import posixpath
@@ -27,7 +33,16 @@ from streams.blobs.errors import (
     BlobTooLargeError,
 )
 from streams.blobs.fs import Root, atomic_local_write, make_root, modified, store_call
-from streams.blobs.uris import HEX64, StoredBlob, blob_rel, blob_uri, show, split
+from streams.blobs.uris import (
+    HEX64,
+    StoredBlob,
+    blob_rel,
+    blob_uri,
+    show,
+    space_of,
+    split,
+    tenant_space,
+)
 from streams.blobs.writer import PARTIAL_DIR, BlobWriter
 
 if TYPE_CHECKING:
@@ -82,6 +97,7 @@ class BlobStore:
         self._schemes = frozenset(r.scheme for r in self._roots)
         self.max_blob_bytes = max_blob_bytes
         self._live: set[str] = set()  # paths of this store's writers under way
+        self._space: tuple[str, ...] = ()  # where put() and writer() address blobs
 
     @classmethod
     def from_settings(cls, settings: BlobSettings) -> BlobStore:
@@ -96,10 +112,18 @@ class BlobStore:
     def root(self) -> str:
         return self._root.uri
 
+    def scoped(self, tenant: str) -> BlobStore:
+        """This store, with `put`, `writer` and `uri_for` addressing blobs in `tenant`'s
+        space (`tenants/<tenant>/sha256/...`). Reads are the store's: any URI under its
+        roots. Shares this store's filesystems and its writers under way."""
+        scoped = copy.copy(self)
+        scoped._space = tenant_space(tenant)
+        return scoped
+
     def uri_for(self, sha256: str) -> str:
         if not HEX64.fullmatch(sha256):
             raise ValueError("sha256 must be 64 hex characters")
-        return blob_uri(self.root, sha256.lower())
+        return blob_uri(self.root, sha256.lower(), self._space)
 
     def put(self, data: bytes) -> StoredBlob:
         if len(data) > self.max_blob_bytes:
@@ -108,7 +132,7 @@ class BlobStore:
             )
         digest = hashlib.sha256(data).hexdigest()
         blob = StoredBlob(self.uri_for(digest), digest, len(data))
-        fs, path = self._root.fs, posixpath.join(self._root.fs_path, *blob_rel(digest))
+        fs, path = self._root.fs, posixpath.join(self._root.fs_path, *blob_rel(digest, self._space))
         try:
             with store_call("writing", blob.uri, self._root):
                 try:
@@ -128,8 +152,16 @@ class BlobStore:
             ) from exc
         return blob
 
-    def get(self, uri: str, *, expected_sha256: str | None = None) -> bytes:
+    def get(
+        self, uri: str, *, expected_sha256: str | None = None, tenant: str | None = None
+    ) -> bytes:
+        """The blob at `uri`. With `tenant` (the document's), a content address in another
+        tenant's space is refused before any I/O (BlobAccessError)."""
         root, rel = self._split_checked(uri)
+        if tenant is not None:
+            space = space_of(rel)
+            if space and space != tenant_space(tenant):
+                raise BlobAccessError(f"blob URI is another tenant's upload: {show(uri)}")
         path = self._resolve(root, rel)
         try:
             with store_call("reading", uri, root):
@@ -162,7 +194,9 @@ class BlobStore:
 
     def writer(self) -> BlobWriter:
         """A blob written in chunks (an upload), published only by its commit()."""
-        return BlobWriter(self._root, max_blob_bytes=self.max_blob_bytes, live=self._live)
+        return BlobWriter(
+            self._root, max_blob_bytes=self.max_blob_bytes, live=self._live, space=self._space
+        )
 
     def collect_partials(self, older_than_s: float) -> int:
         """Removes the parts of writers that never committed (a client gone mid-upload, a

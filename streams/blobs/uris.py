@@ -4,7 +4,8 @@ Blob URIs arrive inside Kafka records (and HTTP requests), so a URI to read is
 normalized and refused when odd (a backslash, percent-encoding, '..', control
 characters, a scheme no root uses) before it is looked up under a configured root
 (streams/blobs/fs.py). A blob's address is its sha256: `sha256/ab/cd/<sha256>` under
-its root.
+its root, or under `tenants/<tenant>/` for a tenant's upload through the gateway
+(`tenant_space`).
 """
 
 from __future__ import annotations
@@ -73,11 +74,34 @@ def split(uri: str, schemes: AbstractSet[str] | None) -> tuple[str, str, tuple[s
     return scheme, netloc, tuple(s for s in path.split("/") if s not in ("", "."))
 
 
-def blob_rel(sha256: str) -> tuple[str, ...]:
-    """A blob's path under its root, from its (lower-case) sha256."""
-    return ("sha256", sha256[:2], sha256[2:4], sha256)
+def blob_rel(sha256: str, space: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """A blob's path under its root, from its (lower-case) sha256, in `space` (a
+    tenant's: `tenant_space`; the store's own: empty)."""
+    return (*space, "sha256", sha256[:2], sha256[2:4], sha256)
 
 
-def blob_uri(root_uri: str, sha256: str) -> str:
-    """The URI of the blob of (lower-case) `sha256` under the root `root_uri`."""
-    return "/".join((root_uri, *blob_rel(sha256)))
+def blob_uri(root_uri: str, sha256: str, space: tuple[str, ...] = ()) -> str:
+    """The URI of the blob of (lower-case) `sha256` in `space` under the root `root_uri`."""
+    return "/".join((root_uri, *blob_rel(sha256, space)))
+
+
+_TENANT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+TENANTS_DIR = "tenants"
+
+
+def tenant_space(tenant: str) -> tuple[str, ...]:
+    """Where a tenant's uploads are addressed: `tenants/<tenant>/sha256/...`. A content
+    address names the tenant as well as the content, so one tenant cannot name (or learn
+    of) a file another stored. Tenant names are path-safe (schemas.Tenant); checked
+    again here, since a path is built from it."""
+    if not _TENANT_NAME.fullmatch(tenant):
+        raise ValueError(f"not a tenant name: {tenant[:70]!r}")
+    return (TENANTS_DIR, tenant)
+
+
+def space_of(rel: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The space of a content address's path under its root (`blob_rel`'s shape), or
+    None when `rel` is not a content address."""
+    if len(rel) < 4 or rel[-4] != "sha256" or not HEX64.fullmatch(rel[-1]):
+        return None
+    return rel[:-4]

@@ -29,10 +29,15 @@ class BlobWriter:
     removes it. One left behind by a crash is removed by `collect_partials`.
     """
 
-    def __init__(self, root: Root, *, max_blob_bytes: int, live: set[str]) -> None:
+    def __init__(
+        self, root: Root, *, max_blob_bytes: int, live: set[str], space: tuple[str, ...] = ()
+    ) -> None:
         """`live` holds the paths of the store's writers under way: this one's from here
-        until it commits or aborts, so `collect_partials` leaves it."""
+        until it commits or aborts, so `collect_partials` leaves it. The blob is published
+        in `space` (a tenant's, streams/blobs/uris.py); its partial is the root's, where
+        `collect_partials` looks."""
         self._root, self._max_blob_bytes, self._live = root, max_blob_bytes, live
+        self._space = space
         self._hash = hashlib.sha256()
         self.size_bytes = 0
         self._path = posixpath.join(root.fs_path, PARTIAL_DIR, f"{uuid.uuid4().hex}.part")
@@ -60,8 +65,9 @@ class BlobWriter:
 
     def commit(self) -> StoredBlob:
         digest = self._hash.hexdigest()
-        blob = StoredBlob(blob_uri(self._root.uri, digest), digest, self.size_bytes)
-        fs, final = self._root.fs, posixpath.join(self._root.fs_path, *blob_rel(digest))
+        blob = StoredBlob(blob_uri(self._root.uri, digest, self._space), digest, self.size_bytes)
+        fs = self._root.fs
+        final = posixpath.join(self._root.fs_path, *blob_rel(digest, self._space))
         with store_call("writing", blob.uri, self._root):
             if self._local:
                 self._file.flush()

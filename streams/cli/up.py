@@ -102,6 +102,13 @@ def _print_gateway(s: Settings) -> None:
         f"HTTP gateway: {url} (web console {url}/console/, API docs {url}/docs)", soft_wrap=True
     )
     out.print(f"API key of the local tenant 'local': {key}", soft_wrap=True)
+    # The pipeline's one keys file: `api-keys create` run with these settings writes here.
+    out.print(
+        f"its keys file: {s.api.keys_file} (more keys: pagestream api-keys create --tenant NAME)",
+        soft_wrap=True,
+        markup=False,
+        highlight=False,
+    )
     out.print(
         f'  curl -H "Authorization: Bearer {key}" -F file=@doc.pdf -F operation=ocr '
         f"{url}/v1/documents",

@@ -12,6 +12,7 @@ only if it was started here.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -178,13 +179,14 @@ def running_pipeline(settings: Settings, log_dir: Path) -> Iterator[list[Child]]
     broker.start(settings.broker)
     children: list[Child] = []
     secure = settings.broker.secure
-    # The gateway's view and keys live beside the logs: one pipeline's, never shared with
-    # another `up` on another broker.
+    # The gateway's view lives beside the logs: one pipeline's, never shared with another
+    # `up` on another broker. Its keys are the pipeline's keys file, the one
+    # `pagestream api-keys` finds with the same settings (beside the broker's data too).
     api_env = {
         # A development pipeline: reachable from this machine only, whatever the default.
         "PAGESTREAM_API__HOST": "127.0.0.1",
         "PAGESTREAM_API__VIEW_FILE": str(api_folder(settings) / "view.sqlite"),
-        "PAGESTREAM_API__KEYS_FILE": str(api_folder(settings) / "keys.json"),
+        "PAGESTREAM_API__KEYS_FILE": str(settings.api.keys_file),
     }
     try:
         _provision(settings)
@@ -217,11 +219,11 @@ def api_folder(settings: Settings) -> Path:
 def local_api_key(settings: Settings) -> str:
     """The key of the local tenant `local` on `up`'s gateway: made once (by the gateway's
     own `pagestream api-keys create`), then kept in a file only its owner reads."""
-    folder = api_folder(settings)
+    folder, keys_file = api_folder(settings), settings.api.keys_file
     saved = folder / "local.key"
-    if saved.exists() and (folder / "keys.json").exists():  # not a key of a lost file
+    if saved.exists() and _live_in(keys_file, saved.read_text().strip()):
         return saved.read_text().strip()
-    env = {"PAGESTREAM_API__KEYS_FILE": str(folder / "keys.json")}
+    env = {"PAGESTREAM_API__KEYS_FILE": str(keys_file)}
     made = subprocess.run(  # noqa: S603 - our own interpreter and module
         _command("api-keys", "create", "--tenant", "local"),
         env=child_environment(env),
@@ -235,6 +237,18 @@ def local_api_key(settings: Settings) -> str:
     with os.fdopen(fd, "w") as f:
         f.write(key + "\n")
     return key
+
+
+def _live_in(keys_file: Path, key: str) -> bool:
+    """Whether `key` is a live key of `keys_file`: not one of a lost or another keys file
+    (before the pipeline had one, `up` kept its own), nor revoked. Read as JSON here:
+    streams never imports the gateway's KeyStore."""
+    try:
+        listed = json.loads(keys_file.read_text())["keys"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    key_id = key.split("_")[1] if key.count("_") >= 2 else ""
+    return any(k.get("key_id") == key_id and not k.get("revoked_at") for k in listed)
 
 
 def api_ready(settings: Settings, timeout_s: float = 60.0) -> str | None:

@@ -16,6 +16,7 @@ in every render process.
 
 from __future__ import annotations
 
+from streams.media.budget import UNLIMITED, Budget
 from streams.media.errors import (
     CorruptImageError,
     CorruptPdfError,
@@ -30,8 +31,6 @@ from streams.media.errors import (
     UnsupportedMediaError,
 )
 from streams.media.raster import (
-    UNLIMITED,
-    Budget,
     PageImage,
     PageOptions,
     iter_pages,

@@ -20,11 +20,15 @@ Decisions:
   text chunks and transparency are dropped. Transparent areas become white,
   like the paper the page stands for. EXIF orientation is applied first, so
   pages are upright as photographed.
-- Besides the per-page limit, a document has a budget (``Budget``): its pages'
-  pixels together, checked before anything is rendered wherever the file states
-  the sizes (PDF page boxes, image and frame headers), and the bytes of the page
-  images, checked as each page is encoded. Pages are yielded one at a time
-  (``iter_pages``), so a caller can store each and never hold them all.
+- Besides the per-page limit, a document has a budget (``Budget``, streams/media/
+  budget.py): its pages' pixels together, and the bytes of the page images. The
+  pixels counted are those that will be rendered, after every scale (a PDF page at
+  its dpi, an image frame scaled up towards ``target_px``), never the sizes the file
+  declares: a 10 Mpx TIFF of 4 frames, each scaled up 4 times, is 160 Mpx of pages.
+  They are checked before anything is rendered, from the stated sizes (PDF page
+  boxes, image and frame headers), and again as each page comes out; the bytes are
+  checked as each page is encoded. Pages are yielded one at a time (``iter_pages``),
+  so a caller can store each and never hold them all.
 - PDFs are opened, and every page box checked, by streams/media/pdf.py before
   the first page is rendered.
 """
@@ -42,10 +46,10 @@ import pymupdf
 from PIL import Image, ImageFile, ImageOps
 
 from reading.mupdf import page_dpi, pixels_at, raise_if_out_of_memory
+from streams.media.budget import UNLIMITED, Budget
 from streams.media.errors import (
     CorruptImageError,
     CorruptPdfError,
-    DocumentTooLargeError,
     ImageTooLargeError,
     MediaError,
     TooManyPagesError,
@@ -54,6 +58,9 @@ from streams.media.errors import (
 )
 from streams.media.pdf import open_pdf
 from streams.media.sniff import PDF, pil_format, sniff
+
+# The budget is re-exported: callers took it from here before it had a module of its own.
+__all__ = ["UNLIMITED", "Budget", "PageImage", "PageOptions", "iter_pages", "split_pages"]
 
 _MULTI_PAGE = frozenset({"image/tiff", "image/gif"})
 _WHITE = (255, 255, 255)
@@ -68,24 +75,6 @@ class PageImage:
     height: int
     page_no: int  # 1-based
     source_media_type: str
-
-
-@dataclass(frozen=True)
-class Budget:
-    """What one document may cost in total, across its pages."""
-
-    max_pixels: int  # of every page rendered or decoded, together
-    max_bytes: int  # of the page PNGs, together
-
-    def check_pixels(self, total: int, what: str) -> None:
-        if total > self.max_pixels:
-            raise DocumentTooLargeError(
-                f"{what} add up to {total} pixels, above the document budget of "
-                f"{self.max_pixels} pixels (refused before rendering)"
-            )
-
-
-UNLIMITED = Budget(max_pixels=2**63, max_bytes=2**63)
 
 
 class PageOptions(TypedDict):
@@ -135,15 +124,7 @@ def iter_pages(
     else:
         pages = _iter_image(data, media_type, max_pages=max_pages, max_pixels=max_pixels,
                             budget=budget, target_px=target_px)  # fmt: skip
-    total = 0
-    for page in pages:
-        total += len(page.png)
-        if total > budget.max_bytes:
-            raise DocumentTooLargeError(
-                f"page images add up to more than the document budget of {budget.max_bytes} "
-                f"bytes by page {page.page_no} ({total} bytes)"
-            )
-        yield page
+    yield from budget.tally(pages)
 
 
 def _iter_pdf(
@@ -225,7 +206,7 @@ def _iter_image(
         im = Image.OPEN[fmt][0](io.BytesIO(data), "")
     with im:
         frames = _frame_count(im, media_type, max_pages=max_pages, max_pixels=max_pixels,
-                              budget=budget)  # fmt: skip
+                              budget=budget, target_px=target_px)  # fmt: skip
         for index in range(frames):
             with _decoding(media_type, _frame_name(media_type, index)):
                 im.seek(index)
@@ -236,16 +217,25 @@ def _iter_image(
 
 
 def _frame_count(
-    im: ImageFile.ImageFile, media_type: str, *, max_pages: int, max_pixels: int, budget: Budget
+    im: ImageFile.ImageFile,
+    media_type: str,
+    *,
+    max_pages: int,
+    max_pixels: int,
+    budget: Budget,
+    target_px: int | None,
 ) -> int:
-    """Frames to page, checked (count and sizes) before any pixel is decoded.
+    """Frames to page, checked (count, sizes, and the pixels they will have once scaled
+    up towards `target_px`) before any pixel is decoded.
 
     Frames are counted by seeking one at a time up to max_pages + 1, never via
     n_frames: for TIFF that walks every IFD, which a hostile file can make huge.
     """
-    pixels = _check_pixels(im, media_type, 0, max_pixels)
+    _check_pixels(im, media_type, 0, max_pixels)
+    pixels = _rendered_pixels(im.size, target_px, max_pixels)
+    scaled = "" if target_px is None else f" scaled up towards {target_px} px on their long side"
     if media_type not in _MULTI_PAGE:
-        budget.check_pixels(pixels, f"the {media_type} image's pixels")
+        budget.check_pixels(pixels, f"the {media_type} image's pixels{scaled}")
         return 1
     count = 1
     with _decoding(media_type, "frame table"):
@@ -254,14 +244,15 @@ def _frame_count(
                 im.seek(count)
             except EOFError:
                 break
-            pixels += _check_pixels(im, media_type, count, max_pixels)
+            _check_pixels(im, media_type, count, max_pixels)
+            pixels += _rendered_pixels(im.size, target_px, max_pixels)
             count += 1
         im.seek(0)
     if count > max_pages:
         raise TooManyPagesError(
             f"{media_type} has at least {count} frames, more than max_pages {max_pages}"
         )
-    budget.check_pixels(pixels, f"the {count} {media_type} frames")
+    budget.check_pixels(pixels, f"the {count} {media_type} frames{scaled}")
     return count
 
 
@@ -280,18 +271,32 @@ def _check_pixels(im: Image.Image, media_type: str, index: int, max_pixels: int)
     return int(width * height)
 
 
-def _scaled_up(im: Image.Image, target_px: int | None, max_pixels: int) -> Image.Image:
-    """`im` scaled up towards `target_px` on its long side: at most 4 times (past that
-    there is nothing left to read) and within `max_pixels`; never down."""
+def _scaled_size(size: tuple[int, int], target_px: int | None, max_pixels: int) -> tuple[int, int]:
+    """The size an image of `size` is paged at: scaled up towards `target_px` on its
+    long side, at most 4 times (past that there is nothing left to read) and within
+    `max_pixels`; never down. The one rule for both the budget and the resample."""
+    width, height = size
     if target_px is None:
-        return im
-    width, height = im.size
+        return size
     factor = min(
         _MAX_UPSCALE, target_px / max(width, height), math.sqrt(max_pixels / (width * height))
     )
     if factor < _MIN_UPSCALE:
+        return size
+    return round(width * factor), round(height * factor)
+
+
+def _rendered_pixels(size: tuple[int, int], target_px: int | None, max_pixels: int) -> int:
+    width, height = _scaled_size(size, target_px, max_pixels)
+    return int(width * height)
+
+
+def _scaled_up(im: Image.Image, target_px: int | None, max_pixels: int) -> Image.Image:
+    """`im` at `_scaled_size`."""
+    size = _scaled_size(im.size, target_px, max_pixels)
+    if size == im.size:
         return im
-    return im.resize((round(width * factor), round(height * factor)), Image.Resampling.LANCZOS)
+    return im.resize(size, Image.Resampling.LANCZOS)
 
 
 def _to_rgb(im: Image.Image, media_type: str) -> Image.Image:

@@ -33,9 +33,10 @@ import pymupdf
 from reading.policy import pages_to_render
 from reading.text_layer import TextPage
 from schemas import Layout, TextLayer
+from streams.media.budget import Budget
 from streams.media.errors import MediaError
 from streams.media.pdf import read_text_layer
-from streams.media.raster import Budget, PageImage, iter_pages
+from streams.media.raster import PageImage, iter_pages
 from streams.media.sniff import PDF, sniff
 
 log = logging.getLogger(__name__)

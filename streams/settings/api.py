@@ -20,7 +20,8 @@ class ApiSettings(BaseModel):
     # PAGESTREAM_BLOBS__MAX_BLOB_BYTES, so the gateway refuses to start above it.
     max_upload_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
     # API keys, stored hashed (`pagestream api-keys create`); in Kubernetes a Secret
-    # mounted as this file. Re-read when it changes.
+    # mounted as this file. Re-read when it changes. Unset: `api/keys.json` beside the
+    # broker's data dir, the pipeline's one file (streams/settings/root.py).
     keys_file: Path = CACHE_DIR / "api" / "keys.json"
     # The replica's SQLite view of docs.progress and docs.results (rebuilt from the
     # topics when lost).

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Mapping
 
-from pydantic import Field, FilePath
+from pydantic import Field, FilePath, model_validator
 from pydantic_settings import (
     BaseSettings,
     DotEnvSettingsSource,
@@ -66,6 +66,16 @@ class Settings(BaseSettings):
     extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
     node: NodeSettings = Field(default_factory=NodeSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
+
+    @model_validator(mode="after")
+    def _keys_file_of_this_pipeline(self) -> Settings:
+        """Unless PAGESTREAM_API__KEYS_FILE names one, the keys file is the pipeline's:
+        `api/keys.json` beside its broker's data (~/.cache/pagestream/api/keys.json by
+        default). `pagestream up`'s gateway, `pagestream api` and `pagestream api-keys`
+        run with the same settings all find the one file."""
+        if "keys_file" not in self.api.model_fields_set:
+            self.api.keys_file = self.broker.data_dir.parent / "api" / "keys.json"
+        return self
 
     @property
     def topology(self) -> Topology:

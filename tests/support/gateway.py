@@ -104,8 +104,9 @@ def raw_doc_ids(settings: Settings, topology: Topology) -> list[str]:
         consumer.close()
 
 
-def new_key(folder: Path, tenant: str, *, admin: bool = False) -> str:
-    key, _ = KeyStore(folder / "keys.json").create(tenant, "admin" if admin else "user")
+def new_key(folder: Path, tenant: str, *, admin: bool = False, operator: bool = False) -> str:
+    role = "operator" if operator else "admin" if admin else "user"
+    key, _ = KeyStore(folder / "keys.json").create(tenant, role)
     return key
 
 

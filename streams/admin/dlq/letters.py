@@ -3,6 +3,7 @@ them, and reading the topic up to its end (listing never commits)."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -47,6 +48,25 @@ class DeadLetter(Origin):
             return None
 
     @property
+    def tenant(self) -> str | None:
+        """The tenant of the document the letter is about, as its record says (a
+        submission, a page and a webhook delivery's result carry it); None when it does not
+        say: not a record, no tenant, or a value too large for the letter (kept in the
+        blob store). Such letters are an operator's alone."""
+        if self.value is None:
+            return None
+        try:
+            record = json.loads(self.value)
+        except ValueError:
+            return None
+        if not isinstance(record, dict):
+            return None
+        tenant = record.get("tenant")
+        if tenant is None and isinstance(record.get("result"), dict):
+            tenant = record["result"].get("tenant")
+        return tenant if isinstance(tenant, str) else None
+
+    @property
     def replays(self) -> int:
         raw = self.header(headers.REPLAY_COUNT)
         return int(raw) if raw and raw.isdigit() else 0
@@ -61,6 +81,8 @@ class Filter:
     until: datetime | None = None
     # A selection by position, (partition, offset) on docs.dlq: the console's checkboxes.
     letters: frozenset[tuple[int, int]] | None = None
+    # Only the letters of this tenant's documents (DeadLetter.tenant): a tenant's admin key.
+    tenant: str | None = None
 
     def matches(self, dead: DeadLetter) -> bool:
         if self.letters is not None and (dead.partition, dead.offset) not in self.letters:
@@ -74,7 +96,9 @@ class Filter:
         failed_at = dead.failed_at
         if self.since is not None and (failed_at is None or failed_at < self.since):
             return False
-        return not (self.until is not None and (failed_at is None or failed_at > self.until))
+        if self.until is not None and (failed_at is None or failed_at > self.until):
+            return False
+        return self.tenant is None or dead.tenant == self.tenant
 
 
 # What a partition between leaders answers for a moment. Decided by code: the error

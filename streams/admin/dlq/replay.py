@@ -7,6 +7,7 @@ acknowledged.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +37,18 @@ class ReplayReport:
     deferred: int = 0
 
 
+# One replay of a replay group at a time in this process (the gateway's admin requests,
+# each on a thread of its pool): two at once read the same committed position and sent
+# the same letters twice (issue 34). Keyed by the group's name on the cluster.
+_RUNNING: dict[str, threading.Lock] = {}
+_RUNNING_GUARD = threading.Lock()
+
+
+def _group_lock(group: str) -> threading.Lock:
+    with _RUNNING_GUARD:
+        return _RUNNING.setdefault(group, threading.Lock())
+
+
 # The one refusal a later run may overturn by itself (the store back): it holds the
 # group's position. Every other refusal is for good, and consumed like a letter sent.
 _UNREADABLE = "refused: the original value is not readable"
@@ -52,13 +65,29 @@ def replay(
     on_each: Callable[[DeadLetter, str], None] | None = None,
 ) -> ReplayReport:
     """Send matching dead letters back to their original topic, each once per replay group
-    (progress.py says what "once" means).
+    (progress.py says what "once" means). Runs of one group in this process take turns:
+    each starts from what the one before it committed.
 
         `rate_per_s`, `max_replays` and `group` default to `settings.dlq`."""
+    group = settings.dlq_replay_group if group is None else settings.topology.own(group)
+    with _group_lock(group):
+        return _replay(settings, flt, dry_run=dry_run, rate_per_s=rate_per_s,
+                       max_replays=max_replays, group=group, on_each=on_each)  # fmt: skip
+
+
+def _replay(
+    settings: Settings,
+    flt: Filter,
+    *,
+    dry_run: bool,
+    rate_per_s: float | None,
+    max_replays: int | None,
+    group: str,
+    on_each: Callable[[DeadLetter, str], None] | None,
+) -> ReplayReport:
     rate_per_s = settings.dlq.replay_rate_per_s if rate_per_s is None else rate_per_s
     max_replays = settings.dlq.max_replays if max_replays is None else max_replays
     topo = settings.topology
-    group = settings.dlq_replay_group if group is None else topo.own(group)
     consumer = kafka.consumer(settings.kafka, group)
     producer = None if dry_run else kafka.producer(settings.kafka)
     blobs = _LazyStore(settings.blobs)  # values too large for their letters

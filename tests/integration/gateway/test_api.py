@@ -193,7 +193,7 @@ def test_process_answers_the_result_or_202_when_it_has_not_ended_in_time(
 def test_a_json_submission_names_only_a_blob_of_the_store_by_its_content(
     api: Api, cli_env: Settings, topology: Topology, api_dir: Path, tmp_path: Path
 ) -> None:
-    store = BlobStore.from_settings(cli_env.blobs)
+    store = BlobStore.from_settings(cli_env.blobs).scoped("acme")  # an upload of acme's
     stored = store.put(text_pdf(report_pages(14, 1)))
     elsewhere = tmp_path / "blobs" / "shared" / "other-tenant.pdf"  # under the root, unnamed
     elsewhere.parent.mkdir(parents=True)

@@ -3,8 +3,10 @@ api` process and the real broker (and, for dead letters, a real agents worker)."
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from streams.settings import Settings
 from streams.topics import RAW, Topology
 from synth.pdf import report_pages, text_pdf
 from tests.support import agents as support
-from tests.support.gateway import Api, multipart, new_key, start_api
+from tests.support.gateway import Api, multipart, new_key, raw_doc_ids, start_api
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -115,7 +117,8 @@ def test_requests_are_counted_by_route_template_method_and_status(api: Api, api_
 def test_an_admin_lists_lag_and_dead_letters_and_replays_one_out_of_the_list(
     api: Api, cli_env: Settings, topology: Topology, api_dir: Path, tmp_path: Path
 ) -> None:
-    admin, user = new_key(api_dir, "ops", admin=True), new_key(api_dir, "acme")
+    # The letters are of no tenant (`pagestream submit`'s): an operator's to see.
+    admin, user = new_key(api_dir, "ops", operator=True), new_key(api_dir, "acme")
     submitter = Submitter(cli_env)
     for doc_id in ("bad-1", "bad-2"):
         submitter.submit_bytes(b"not a document at all", doc_id=doc_id)
@@ -150,3 +153,56 @@ def test_an_admin_lists_lag_and_dead_letters_and_replays_one_out_of_the_list(
         assert [d["doc_id"] for d in left] == ["bad-2"]
         bad = client.post("/v1/admin/dead-letters/replay", json={"ids": ["x"]})
         assert bad.status_code == 422
+
+
+def test_an_admin_sees_and_replays_its_tenants_dead_letters_once_an_operator_every_one(
+    api: Api, cli_env: Settings, topology: Topology, api_dir: Path, tmp_path: Path
+) -> None:
+    # Issue 34: every admin key listed and replayed every tenant's dead letters, and two
+    # replays at once both sent the same letters.
+    acme, other = new_key(api_dir, "acme", admin=True), new_key(api_dir, "other", admin=True)
+    operator = new_key(api_dir, "ops", operator=True)
+    submitter = Submitter(cli_env)
+    for doc_id, tenant in (("acme-1", "acme"), ("acme-2", "acme"), ("other-1", "other"),
+                           ("nobody-1", None)):  # fmt: skip
+        submitter.submit_bytes(b"not a document at all", doc_id=doc_id, tenant=tenant)
+    submitter.flush()
+
+    def listed(key: str) -> list[str]:
+        with api.client(key) as client:
+            return sorted(str(d["doc_id"]) for d in client.get("/v1/admin/dead-letters").json())
+
+    worker = support.start_worker(tmp_path / "agents.log")
+    try:
+        deadline = time.monotonic() + 120
+        while len(listed(operator)) < 4:
+            assert time.monotonic() < deadline, worker.tail()
+            time.sleep(0.5)
+    finally:
+        worker.stop()  # a replayed letter is not taken (and dead-lettered) again
+    assert listed(operator) == ["acme-1", "acme-2", "nobody-1", "other-1"]
+    assert listed(acme) == ["acme-1", "acme-2"]
+    assert listed(other) == ["other-1"]
+
+    with api.client(operator) as client:
+        ids = {str(d["doc_id"]): str(d["id"]) for d in client.get("/v1/admin/dead-letters").json()}
+    acme_ids = [ids["acme-1"], ids["acme-2"]]
+    with api.client(other) as client:  # acme's letters read as letters not pending
+        answer = client.post("/v1/admin/dead-letters/replay", json={"ids": acme_ids}).json()
+    assert answer == {"replayed": 0, "refused": 0, "deferred": 0, "not_pending": 2}
+    assert listed(acme) == ["acme-1", "acme-2"]
+
+    # Three replays of the same letters at once: each letter goes back once.
+    start = threading.Barrier(3)
+
+    def replay_both() -> dict[str, int]:
+        with api.client(acme) as client:
+            start.wait()
+            return dict(client.post("/v1/admin/dead-letters/replay", json={"ids": acme_ids}).json())
+
+    with ThreadPoolExecutor(3) as pool:
+        answers = list(pool.map(lambda _: replay_both(), range(3)))
+    assert sum(a["replayed"] for a in answers) == 2, answers
+    sent = raw_doc_ids(cli_env, topology)
+    assert (sent.count("acme-1"), sent.count("acme-2")) == (2, 2)  # submitted, replayed once
+    assert listed(acme) == [] and listed(operator) == ["nobody-1", "other-1"]

@@ -121,7 +121,8 @@ def test_an_admin_replays_a_selected_dead_letter_and_a_user_has_no_operator_view
     api_dir: Path,
     tmp_path: Path,
 ) -> None:
-    admin, user = new_key(api_dir, "ops", admin=True), new_key(api_dir, "acme")
+    # The letters are of no tenant (`pagestream submit`'s): an operator's to see.
+    admin, user = new_key(api_dir, "ops", operator=True), new_key(api_dir, "acme")
     submitter = Submitter(cli_env)
     for doc_id in ("bad-1", "bad-2"):
         submitter.submit_bytes(b"not a document", doc_id=doc_id)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from PIL import Image
 
 from schemas import DocumentResult, Operation, Options, decode, headers
 from streams.client.submit import Submitter
@@ -30,7 +31,13 @@ from streams.kafka import clients as kafka
 from streams.settings import Settings
 from streams.topics import DLQ, RESULTS, Topology
 from tests.support import agents as support
-from tests.support.bad_inputs import bad_inputs, blank_pdf, busy_page_pdf, good_inputs
+from tests.support.bad_inputs import (
+    bad_inputs,
+    blank_pdf,
+    busy_page_pdf,
+    encode,
+    good_inputs,
+)
 from tests.support.pages import read_committed
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.serial]  # peak RSS, loop lag
@@ -68,6 +75,12 @@ def worker(cli_env: Settings, topology: Topology, tmp_path: Path) -> Iterator[su
     finally:
         w.stop()
         print(w.tail())
+
+
+def _scaled_up_tiff() -> bytes:
+    frame = Image.new("L", (1581, 1581), 255)
+    return encode(frame, "TIFF", save_all=True, append_images=[frame] * 3,
+                  compression="tiff_adobe_deflate")  # fmt: skip
 
 
 def _members(settings: Settings, group: str) -> set[str]:
@@ -110,8 +123,9 @@ def test_hostile_documents_fail_by_their_limits_while_the_worker_keeps_its_parti
         members = _members(settings, topology.agents_app)
         assert len(members) == 1
 
+        scaled = Options(max_pages=20, dpi=72, auto_rotate=False, target_px=8000)
         hostile = {
-            # name: (bytes, what the dead letter names: one of these)
+            # name: (bytes, what the dead letter names: one of these[, operation, options])
             # MuPDF's memory grows as it draws this page: whichever limit comes first
             # ends it (tests/unit/streams/media/test_sandbox.py has each limit alone).
             "slow": (busy_page_pdf(10), ("render_timeout_s", "render_memory_bytes")),
@@ -120,9 +134,15 @@ def test_hostile_documents_fail_by_their_limits_while_the_worker_keeps_its_parti
             # 20 pages of 9 Mpx, each within the page limit, over the budget together.
             "over_budget": (blank_pdf(20, size_pt=(3000, 3000)), ("document budget",)),
             "png_bomb": (bad_inputs()["decompression_bomb"][0], ("decompression bomb",)),
-        }
-        for n, (name, (data, _)) in enumerate(hostile.items(), start=1):
-            sub.submit_bytes(data, operation=Operation.classify, options=options,
+            # Issue 34: 4 frames of 1581 x 1581 (10 Mpx declared) that OCR's target_px
+            # scales up 4 times, to 6324 x 6324: 160 Mpx of pages, over the budget.
+            "scaled_tiff": (_scaled_up_tiff(),
+                            ("frames scaled up towards 8000 px on their long side add up to",),
+                            Operation.ocr, scaled),
+        }  # fmt: skip
+        for n, (name, (data, _, *how)) in enumerate(hostile.items(), start=1):
+            operation, opts = how or (Operation.classify, options)
+            sub.submit_bytes(data, operation=operation, options=opts,
                              doc_id=f"bad-{name}")  # fmt: skip
             ordinary(n)
         sub.submit_bytes(good["png"], operation=Operation.classify, options=options,
@@ -147,7 +167,7 @@ def test_hostile_documents_fail_by_their_limits_while_the_worker_keeps_its_parti
         for m in dead
         if m.key().decode().startswith("bad-")
     }
-    for name, (_, needles) in hostile.items():
+    for name, (_, needles, *_how) in hostile.items():
         reason = reasons[f"bad-{name}"]
         assert any(n in reason for n in needles), (name, reason)
         assert by_doc[f"bad-{name}"].status == "failed"

@@ -245,8 +245,16 @@ def test_listing_the_keys_gives_records_sorted_by_tenant_without_any_key(path: P
             assert not any(key in v or _secret(key) in v for v in values)
 
 
+def test_an_operator_key_is_an_admin_of_every_tenant_an_admin_of_its_own(path: Path) -> None:
+    store = KeyStore(path)
+    keys = {role: store.authenticate(store.create("acme", role)[0]) for role in
+            ("user", "admin", "operator")}  # fmt: skip
+    assert {r: (k.is_admin, k.sees_every_tenant) for r, k in keys.items() if k} == {
+        "user": (False, False), "admin": (True, False), "operator": (True, True)}  # fmt: skip
+
+
 def test_a_role_that_is_not_user_or_admin_is_refused_and_nothing_written(path: Path) -> None:
-    with pytest.raises(ValueError, match="user, admin"):
+    with pytest.raises(ValueError, match="user, admin, operator"):
         KeyStore(path).create("acme", "root")  # type: ignore[arg-type]
     assert not path.exists()
 

@@ -62,6 +62,7 @@ def test_up_runs_every_operation_prints_results_and_lag_then_stops_on_ctrl_c(
         pids = [int(p) for p in re.findall(r"\(pid (\d+)\)", printed)]
         assert len(pids) == 3 and all(_alive(p) for p in pids)
         _upload_over_http(printed)
+        _a_key_made_as_the_readme_says_opens_the_gateway(printed, env)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(90) == 0, out_path.read_text()[-5000:]
     finally:
@@ -120,6 +121,25 @@ def _upload_over_http(printed: str) -> None:
         status = client.get(sent.headers["Location"], params={"wait": 100}).json()
     assert status["result"]["status"] == "completed", status
     assert status["result"]["tenant"] == "local"
+
+
+def _a_key_made_as_the_readme_says_opens_the_gateway(printed: str, env: dict[str, str]) -> None:
+    """The README's other way to a key, `pagestream api-keys create --tenant local`, run
+    beside `up` (the same settings): its key opens `up`'s gateway (issue 34: it wrote to
+    another file than the one the gateway read, and its key answered 401)."""
+    made = subprocess.run(
+        [sys.executable, "-m", "streams", "api-keys", "create", "--tenant", "local"],
+        env=env, capture_output=True, check=True, timeout=60,
+    )  # fmt: skip
+    key = made.stdout.decode().strip()
+    url = re.search(r"^HTTP gateway: (http://\S+) ", printed, flags=re.MULTILINE)
+    keys_file = re.search(r"^its keys file: (\S+) ", printed, flags=re.MULTILINE)
+    assert url and keys_file, printed[-3000:]
+    assert key.split("_")[1] in Path(keys_file.group(1)).read_text()  # the file up printed
+    with httpx.Client(base_url=url.group(1), timeout=30) as client:
+        me = client.get("/v1/me", headers={"Authorization": f"Bearer {key}"})
+    assert me.status_code == 200, me.text
+    assert me.json()["tenant"] == "local"
 
 
 def _printed_results(printed: str) -> dict[str, str]:

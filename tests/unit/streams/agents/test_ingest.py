@@ -244,6 +244,28 @@ def test_a_document_over_its_budget_is_dead_lettered_naming_it(
     assert not list((tmp_path / "blobs").rglob("*.png"))  # nothing was rendered or stored
 
 
+def test_a_tiff_over_its_budget_once_scaled_up_for_ocr_is_dead_lettered_naming_it(
+    tmp_path: Path, renderer: Renderer
+) -> None:
+    # Issue 34: 4 frames of 100 x 100 (40 000 px declared) that OCR scales up 4 times
+    # (target_px 400): 640 000 px of pages, over a budget of 100 000. Before, the budget
+    # saw the declared sizes only and every page was rendered and stored.
+    budget = Budget(max_pixels=100_000, max_bytes=10**9)
+    small = Ingest(TOPO, BlobStore(str(tmp_path / "blobs")), dead_letters=DEAD_LETTERS,
+                   renderer=renderer, max_pixels=10_000_000, budget=budget)  # fmt: skip
+    frame = Image.new("L", (100, 100), 255)
+    buf = io.BytesIO()
+    frame.save(buf, format="TIFF", save_all=True, append_images=[frame] * 3)
+    sub = _submitted(buf.getvalue(), doc_id="t4", operation="ocr",
+                     options={"target_px": 400, "auto_rotate": False})  # fmt: skip
+    dead, failed = small.handle(_origin(sub))
+    message = dead.header(h.ERROR_EXCEPTION_MESSAGE) or ""
+    assert "4 image/tiff frames scaled up towards 400 px" in message, message
+    assert "640000 pixels, above the document budget of 100000 pixels" in message
+    assert decode(DocumentResult, failed.value).status == "failed"
+    assert not list((tmp_path / "blobs").rglob("*.png"))  # nothing was rendered or stored
+
+
 # ---- the tenant travels with the document ----------------------------------------------
 
 
@@ -288,3 +310,24 @@ def test_a_document_that_ends_at_ingest_ends_with_its_tenant(
     assert decode(WebhookDelivery, hook.value).result.tenant == "team-7"
     assert (decode(Progress, ended.value).stage, decode(Progress, ended.value).tenant) == (
         "ended", "team-7")  # fmt: skip
+
+
+def test_a_tenants_document_naming_another_tenants_upload_is_refused(ingest: Ingest) -> None:
+    # Issue 34: the gateway lets a JSON submission name only its own tenant's uploads;
+    # ingest holds the same line for a record that reached docs.raw some other way.
+    data = _png()
+    stored = ingest.blobs.scoped("acme").put(data)
+    payload = {"uri": stored.uri, "sha256": stored.sha256}
+
+    def submitted(tenant: str) -> bytes:
+        return DocumentSubmitted.model_validate(
+            {"doc_id": f"d-{tenant}", "operation": "classify", "payload": payload,
+             "tenant": tenant}
+        ).model_dump_json().encode()  # fmt: skip
+
+    (own,) = ingest.handle(_origin(submitted("acme")))
+    assert decode(PageState, own.value).tenant == "acme"
+    dead, failed = ingest.handle(_origin(submitted("other")))
+    assert dead.topic == TOPO.name(DLQ)
+    assert "another tenant's upload" in (dead.header(h.ERROR_EXCEPTION_MESSAGE) or "")
+    assert decode(DocumentResult, failed.value).status == "failed"

@@ -365,3 +365,39 @@ def test_page_images_over_the_byte_budget_stop_at_the_page_that_crosses_it() -> 
     assert [next(pages).page_no, next(pages).page_no] == [1, 2]
     with pytest.raises(DocumentTooLargeError, match=f"budget of {2 * one + 1} bytes by page 3"):
         next(pages)
+
+
+def test_frames_are_counted_at_the_size_they_are_scaled_up_to() -> None:
+    # Issue 34: a 4-frame TIFF of 10 Mpx declared became 4 pages of 6,324 x 6,324 px
+    # (160 Mpx) under a 12 Mpx budget, checked before target_px scaled the frames up.
+    # Here 4 frames of 200 x 200 (160 000 px declared) become 800 x 800 each.
+    frame = Image.new("RGB", (200, 200), "white")
+    data = encode(frame, "TIFF", save_all=True, append_images=[frame] * 3)
+    budget = Budget(max_pixels=1_000_000, max_bytes=10**9)
+    assert len(split_pages(data, **LIMITS, budget=budget)) == 4  # as declared: within it
+    pages = iter_pages(data, **LIMITS, budget=budget, target_px=800)
+    with pytest.raises(
+        DocumentTooLargeError,
+        match=r"4 image/tiff frames scaled up towards 800 px on their long side add up to "
+        r"2560000 pixels, above the document budget of 1000000",
+    ):
+        next(pages)  # refused before the first frame is decoded
+
+
+def test_a_single_image_is_counted_at_the_size_it_is_scaled_up_to() -> None:
+    data = encode(Image.new("RGB", (300, 200), "white"), "PNG")
+    budget = Budget(max_pixels=500_000, max_bytes=10**9)
+    with pytest.raises(DocumentTooLargeError, match=r"image/png image's pixels scaled up.*960000"):
+        split_pages(data, **LIMITS, budget=budget, target_px=1200)
+    (page,) = split_pages(data, **LIMITS, budget=budget, target_px=800)  # 800 x 533
+    assert page.width * page.height <= 500_000
+
+
+def test_pages_as_rendered_are_counted_against_the_budget_too() -> None:
+    # The stated sizes are an estimate; what comes out is counted as well, so a page
+    # bigger than its estimate cannot carry a document past the budget.
+    pages = [PageImage(b"x", 500, 400, n, PDF) for n in (1, 2, 3)]  # 200 000 px each
+    tally = Budget(max_pixels=500_000, max_bytes=10**9).tally(iter(pages))
+    assert [next(tally).page_no, next(tally).page_no] == [1, 2]
+    with pytest.raises(DocumentTooLargeError, match=r"as rendered .* 500000 pixels by page 3"):
+        next(tally)

@@ -100,3 +100,17 @@ def test_the_node_refuses_its_old_record_limit(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("PAGESTREAM_NODE__MAX_OUTPUT_BYTES", "2000000")
     with pytest.raises(ValidationError, match="PAGESTREAM_KAFKA__MAX_RECORD_BYTES"):
         Settings()
+
+
+def test_the_keys_file_is_the_pipelines_beside_its_broker(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Issue 34: `pagestream up`'s gateway kept its keys beside the broker while
+    # `api-keys create` wrote to ~/.cache: a key made as the README says answered 401.
+    monkeypatch.setenv("PAGESTREAM_BROKER__DATA_DIR", str(tmp_path / "one" / "broker"))
+    assert Settings().api.keys_file == tmp_path / "one" / "api" / "keys.json"
+    monkeypatch.setenv("PAGESTREAM_API__KEYS_FILE", str(tmp_path / "mounted.json"))
+    assert Settings().api.keys_file == tmp_path / "mounted.json"  # named: that one
+    monkeypatch.delenv("PAGESTREAM_API__KEYS_FILE")
+    monkeypatch.delenv("PAGESTREAM_BROKER__DATA_DIR")
+    assert Settings().api.keys_file == Path.home() / ".cache" / "pagestream" / "api" / "keys.json"
