@@ -20,10 +20,10 @@ from schemas import DocumentResult, Progress
 # the topics, as a lost one is.
 VERSION = 2
 
-# What a row takes in the file, its indexes included, beside its result (an estimate
-# that errs high: the quota counts it for every document, ended or not). The default of
-# the `stored_bytes` column below.
-ROW_BYTES = 512
+# What a row takes in the file, its indexes and its answers' references included,
+# beside its result (an estimate that errs high: the quota counts it for every
+# document, ended or not). The default of the `stored_bytes` column below.
+ROW_BYTES = 1024
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS documents (
@@ -37,7 +37,7 @@ CREATE TABLE IF NOT EXISTS documents (
     ended_at REAL,
     result_sha256 TEXT,
     answers TEXT,
-    stored_bytes INTEGER NOT NULL DEFAULT 512
+    stored_bytes INTEGER NOT NULL DEFAULT 1024
 );
 CREATE INDEX IF NOT EXISTS documents_tenant ON documents (tenant, ended_at);
 CREATE INDEX IF NOT EXISTS documents_ended ON documents (ended_at);

@@ -253,23 +253,28 @@ def test_fat_attributes_are_bounded_and_a_tenant_over_its_quota_alone_is_refused
         with api.client(lean, timeout_s=120) as client:
             answer = client.post("/v1/process", json=_unreadable({"m": "lean"}))
             assert answer.status_code == 200 and answer.json()["state"] == "ended", answer.text
-
-        # A submission written to docs.raw directly, past the gateway, ends failed
-        # without its attributes, saying why.
-        doc_id = uuid.uuid4().hex
-        submitted = DocumentSubmitted.model_validate(
-            {
-                **_unreadable({f"k{n}": "\x01" * 1000 for n in range(40)}),
-                "doc_id": doc_id,
-                "tenant": "lean",
-            }
-        )
-        out = first_record(topology.name(RAW), doc_id, submitted)
-        produce(cli_env, out.topic, [(out.key, out.value)], [out.headers])
-        with api.client(lean, timeout_s=120) as client:
-            result = _ended(client, doc_id)["result"]
-        assert isinstance(result, dict) and result["status"] == "failed"
-        assert result["attributes"] == {}, worker.tail()
-        assert f"over the limit of {MAX_ATTRIBUTES_BYTES}" in result["errors"][0]
     finally:
         api.stop()
+
+
+def test_a_submission_on_docs_raw_with_fat_attributes_ends_failed_without_them(
+    api: Api, cli_env: Settings, topology: Topology, api_dir: Path, worker: support.Worker
+) -> None:
+    """Written to docs.raw directly, past the gateway's 422: ingest refuses it whole
+    (dead letter), and its `failed` result says why, without the attributes."""
+    lean = new_key(api_dir, "lean")
+    doc_id = uuid.uuid4().hex
+    submitted = DocumentSubmitted.model_validate(
+        {
+            **_unreadable({f"k{n}": "\x01" * 1000 for n in range(40)}),
+            "doc_id": doc_id,
+            "tenant": "lean",
+        }
+    )
+    out = first_record(topology.name(RAW), doc_id, submitted)
+    produce(cli_env, out.topic, [(out.key, out.value)], [out.headers])
+    with api.client(lean, timeout_s=120) as client:
+        result = _ended(client, doc_id)["result"]
+    assert isinstance(result, dict) and result["status"] == "failed"
+    assert result["attributes"] == {}, worker.tail()
+    assert f"over the limit of {MAX_ATTRIBUTES_BYTES}" in result["errors"][0]

@@ -34,8 +34,14 @@ def _progress(view: View, **fields: object) -> str | None:
     return view._apply_progress(encode(Progress.model_validate(fields)), time.time())
 
 
-def _result(view: View, doc_id: str, *, tenant: str | None, ended: datetime = NOW,
-            attributes: dict[str, str | int | float | bool | None] | None = None) -> bytes:
+def _result(
+    view: View,
+    doc_id: str,
+    *,
+    tenant: str | None,
+    ended: datetime = NOW,
+    attributes: dict[str, str | int | float | bool | None] | None = None,
+) -> bytes:
     result = DocumentResult(doc_id=doc_id, operation=Operation.ocr, status="completed",
                             page_count=2, tenant=tenant, submitted_at=ended - timedelta(seconds=5),
                             completed_at=ended, attributes=attributes or {})  # fmt: skip
