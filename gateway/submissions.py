@@ -5,9 +5,10 @@ In order, each step before any byte of the body is read but the last:
     the Idempotency-Key names the document (400 when it cannot); a key seen before
         answers the document it named (`replayed`), nothing else done
     the key's rate and the tenant's documents in flight (`admit`, 429)
+    the tenant's storage quota in the view (429)
     the body: JSON (one record's worth at most) or multipart (the file streamed to the
         blob store, published only once the fields are judged), read into a
-        DocumentSubmitted (413, 415, 400, 422)
+        DocumentSubmitted (413, 415, 400, 422; attributes over their encoded bound: 422)
 then the record goes onto docs.raw through the intake `pagestream submit` uses too
 (streams/client/intake.py: envelope, record limit), and 202 waits for the broker's
 acknowledgement (503 without it).
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
+import time
 import uuid
 
 from fastapi import Request
@@ -31,6 +34,7 @@ from gateway.publish import PublishError
 from gateway.state import Gateway
 from gateway.uploads import boundary_of, next_chunk, receive
 from schemas import DocumentSubmitted, Operation, Progress
+from schemas.common import attributes_bytes
 from streams.blobs import BlobError, BlobStore
 from streams.client.intake import RecordTooLargeError
 from streams.client.progress import record_key
@@ -57,6 +61,7 @@ async def submit(
         gw.metrics.submissions.labels(caller.tenant, "replayed").inc()
         return Accepted(doc_id=doc_id, status_url=status_url, replayed=True)
     admit(gw, caller)
+    _within_quota(gw, caller)
     record = await _read_submission(request, gw, doc_id, caller.tenant)
     try:
         out = gw.intake.outgoing(record, parent=traceparent)
@@ -98,6 +103,25 @@ async def submit(
     return Accepted(doc_id=doc_id, status_url=status_url)
 
 
+def _within_quota(gw: Gateway, caller: ApiKey) -> None:
+    """429 while the tenant's documents take more of the view than its quota: until
+    enough of them have left it (RETENTION_S after they ended). Other tenants are
+    counted apart, so they are not affected."""
+    quota, used = gw.settings.api.tenant_quota_bytes, gw.view.stored_bytes(caller.tenant)
+    if used < quota:
+        return
+    oldest = gw.view.oldest(caller.tenant)
+    leaves_s = (oldest or time.time()) + gw.settings.api.retention_s - time.time()
+    gw.metrics.submissions.labels(caller.tenant, "over_quota").inc()
+    raise ApiError(
+        429,
+        f"this tenant's documents take {used} bytes of the gateway's view, over its quota "
+        f"of {quota} (PAGESTREAM_API__TENANT_QUOTA_BYTES); they leave it "
+        f"{gw.settings.api.retention_s:g} s after they end",
+        {"Retry-After": str(max(1, math.ceil(leaves_s)))},
+    )
+
+
 def _doc_id_for(caller: ApiKey, idempotency_key: str | None) -> str:
     if idempotency_key is None:
         return uuid.uuid4().hex
@@ -131,6 +155,13 @@ async def _read_json(request: Request, gw: Gateway, doc_id: str, tenant: str) ->
         sub = JsonSubmission.model_validate_json(body)
     except ValidationError as exc:
         raise ApiError(422, _explain(exc)) from None
+    limit = gw.settings.api.max_attributes_bytes
+    if (size := attributes_bytes(sub.attributes)) > limit:
+        raise ApiError(
+            422,
+            f"attributes: {size} bytes encoded as JSON (a control character takes six), "
+            f"over the limit of {limit} (PAGESTREAM_API__MAX_ATTRIBUTES_BYTES)",
+        )
     if sub.payload.uri is not None:
         await _check_blob_uri(gw.store.scoped(tenant), sub.payload.uri, sub.payload.sha256)
     fields = gw.intake.fields(

@@ -13,16 +13,13 @@ them (and whose they are) before their first progress record comes back.
 
 from __future__ import annotations
 
-import json
 import logging
 import sqlite3
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -33,74 +30,16 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from gateway.view_rows import ROW, DocumentRow, Waiting, open_file, write_progress, write_result
 from schemas import DocumentResult, Progress, RecordError, decode
+from streams.blobs import BlobStore
 from streams.kafka import clients as kafka
 from streams.settings import Settings
 from streams.topics import PROGRESS, RESULTS
 
+__all__ = ["DocumentRow", "View", "Waiting"]  # the rows are view_rows.py's
+
 log = logging.getLogger(__name__)
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS documents (
-    doc_id TEXT PRIMARY KEY,
-    tenant TEXT,
-    pages_total INTEGER NOT NULL DEFAULT 0,
-    pages_done INTEGER,
-    status TEXT,
-    result TEXT,
-    submitted_at REAL,
-    updated_at REAL NOT NULL,
-    ended_at REAL
-);
-CREATE INDEX IF NOT EXISTS documents_tenant ON documents (tenant, ended_at);
-CREATE INDEX IF NOT EXISTS documents_ended ON documents (ended_at);
-CREATE TABLE IF NOT EXISTS pages (
-    doc_id TEXT NOT NULL,
-    page_no INTEGER NOT NULL,
-    stage TEXT NOT NULL,
-    at REAL NOT NULL,
-    PRIMARY KEY (doc_id, page_no)
-);
-CREATE TABLE IF NOT EXISTS offsets (
-    topic TEXT NOT NULL,
-    partition INTEGER NOT NULL,
-    next_offset INTEGER NOT NULL,
-    PRIMARY KEY (topic, partition)
-);
-"""
-
-
-@dataclass(frozen=True)
-class Waiting:
-    stage: str
-    pages: int
-    since: float  # epoch seconds: the oldest page's arrival in that stage
-
-
-# The columns of a DocumentRow, in its fields' order.
-_ROW = "doc_id, tenant, pages_total, pages_done, status, result, submitted_at, updated_at, ended_at"
-
-
-@dataclass(frozen=True)
-class DocumentRow:
-    doc_id: str
-    tenant: str | None
-    pages_total: int
-    pages_done: int | None
-    status: str | None  # completed | partial | failed once ended
-    result: str | None  # the DocumentResult's JSON as docs.results carried it
-    submitted_at: float | None
-    updated_at: float
-    ended_at: float | None
-
-    @property
-    def ended(self) -> bool:
-        return self.result is not None
-
-    @property
-    def state(self) -> Literal["submitted", "running", "ended"]:
-        """Ended once its result is in; running once ingest has split it."""
-        return "ended" if self.ended else "running" if self.pages_total else "submitted"
 
 
 class View:
@@ -112,8 +51,11 @@ class View:
         path: Path,
         *,
         on_change: Callable[[Iterable[str]], None] | None = None,
+        store: BlobStore | None = None,
     ) -> None:
         self._settings = settings
+        # Where the results go, by reference (the gateway's store: its answers too).
+        self._store = store if store is not None else BlobStore.from_settings(settings.blobs)
         self._progress_topic = settings.topology.name(PROGRESS)
         self._results_topic = settings.topology.name(RESULTS)
         self._topics = (self._progress_topic, self._results_topic)
@@ -121,7 +63,7 @@ class View:
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        open_file(self._db)
         self._lock = threading.Lock()
         self._on_change = on_change
         self._stop = threading.Event()
@@ -141,7 +83,7 @@ class View:
     def document(self, doc_id: str) -> DocumentRow | None:
         with self._lock:
             row = self._db.execute(
-                f"SELECT {_ROW} FROM documents WHERE doc_id = ?",  # noqa: S608 - a constant
+                f"SELECT {ROW} FROM documents WHERE doc_id = ?",  # noqa: S608 - a constant
                 (doc_id,),
             ).fetchone()
         return DocumentRow(*row) if row else None
@@ -165,7 +107,7 @@ class View:
 
     def recent(self, tenant: str | None, limit: int = 50) -> list[DocumentRow]:
         """The latest documents of `tenant` (every tenant's for None), newest first."""
-        query = f"SELECT {_ROW} FROM documents"  # noqa: S608 - a constant
+        query = f"SELECT {ROW} FROM documents"  # noqa: S608 - a constant
         args: tuple[object, ...] = (limit,)
         if tenant is not None:
             query += " WHERE tenant = ?"
@@ -173,6 +115,31 @@ class View:
         with self._lock:
             rows = self._db.execute(query + " ORDER BY updated_at DESC LIMIT ?", args)
             return [DocumentRow(*r) for r in rows.fetchall()]
+
+    def stored_bytes(self, tenant: str) -> int:
+        """What `tenant`'s documents take in the view (rows, results by reference)."""
+        with self._lock:
+            row = self._db.execute("SELECT bytes FROM usage WHERE tenant = ?", (tenant,))
+            found = row.fetchone()
+        return int(found[0]) if found else 0
+
+    def oldest(self, tenant: str) -> float | None:
+        """When `tenant`'s oldest document ended (or last moved): the first to leave."""
+        with self._lock:
+            (at,) = self._db.execute(
+                "SELECT MIN(COALESCE(ended_at, updated_at)) FROM documents WHERE tenant = ?",
+                (tenant,),
+            ).fetchone()
+        return float(at) if at is not None else None
+
+    def note_answers(self, doc_id: str, result_sha256: str, answers: str | None) -> None:
+        """The answers built from the result `result_sha256` (None: built again on the
+        next read); kept only while that result is still the document's."""
+        with self._lock:
+            self._db.execute(
+                "UPDATE documents SET answers = ? WHERE doc_id = ? AND result_sha256 = ?",
+                (answers, doc_id, result_sha256),
+            )
 
     # --- the replica's own submissions ---
 
@@ -264,7 +231,7 @@ class View:
 
     def _apply(self, msgs: list[Message]) -> set[str]:
         # Decoded before the lock is taken: handlers read the view meanwhile.
-        decoded: list[Progress | tuple[DocumentResult, bytes] | None] = []
+        decoded: list[Progress | tuple[DocumentResult, str, int] | None] = []
         offsets: dict[tuple[str, int], int] = {}
         for msg in msgs:
             if msg.error() is not None:
@@ -279,9 +246,9 @@ class View:
             try:
                 for record in decoded:
                     if isinstance(record, Progress):
-                        changed.add(self._write_progress(record, now))
+                        changed.add(write_progress(self._db, record, now))
                     elif record is not None:
-                        changed.add(self._write_result(*record, now))
+                        changed.add(write_result(self._db, *record, now))
                 self._db.executemany(
                     "INSERT INTO offsets VALUES (?, ?, ?) ON CONFLICT (topic, partition)"
                     " DO UPDATE SET next_offset = excluded.next_offset",
@@ -295,87 +262,29 @@ class View:
 
     def _decode(
         self, topic: str, value: bytes | None
-    ) -> Progress | tuple[DocumentResult, bytes] | None:
+    ) -> Progress | tuple[DocumentResult, str, int] | None:
         """The record, or None for a tombstone (the topic forgets; the view keeps its
-        row) and for what is not ours to judge (the writers are pagestream's agents)."""
+        row) and for what is not ours to judge (the writers are pagestream's agents).
+        A result is stored in the blob store here, outside the view's lock, and kept by
+        reference: its sha256 and size (a store that fails raises: the view retries)."""
         if value is None:
             return None
         try:
             if topic == self._progress_topic:
                 return decode(Progress, value)
-            return decode(DocumentResult, value), value
+            result = decode(DocumentResult, value)
         except RecordError:
             return None
+        stored = self._store.put(value)
+        return result, stored.sha256, stored.size_bytes
 
     def _apply_progress(self, value: bytes, now: float) -> str | None:
         record = self._decode(self._progress_topic, value)
-        return self._write_progress(record, now) if isinstance(record, Progress) else None
+        return write_progress(self._db, record, now) if isinstance(record, Progress) else None
 
     def _apply_result(self, value: bytes, now: float) -> str | None:
         record = self._decode(self._results_topic, value)
-        return self._write_result(*record, now) if isinstance(record, tuple) else None
-
-    def _write_progress(self, progress: Progress, now: float) -> str:
-        at = progress.at.timestamp()
-        self._db.execute(
-            "INSERT INTO documents (doc_id, tenant, pages_total, updated_at) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT (doc_id) DO UPDATE SET tenant = COALESCE(tenant, excluded.tenant),"
-            " pages_total = MAX(pages_total, excluded.pages_total), updated_at = ?",
-            (progress.doc_id, progress.tenant, progress.pages_total, now, now),
-        )
-        if progress.page_no is None:
-            if progress.stage == "submitted":
-                self._db.execute(
-                    "UPDATE documents SET submitted_at = COALESCE(submitted_at, ?)"
-                    " WHERE doc_id = ?",
-                    (at, progress.doc_id),
-                )
-            elif progress.pages_done is not None:
-                self._db.execute(
-                    "UPDATE documents SET pages_done = ? WHERE doc_id = ?",
-                    (progress.pages_done, progress.doc_id),
-                )
-            return progress.doc_id
-        # A page of an ended document (a late or redelivered record) is not waiting
-        # anywhere; and a redelivered route record may say a done page moved: done stays.
-        self._db.execute(
-            "INSERT INTO pages SELECT ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM documents"
-            " WHERE doc_id = ? AND result IS NOT NULL) ON CONFLICT (doc_id, page_no) DO UPDATE"
-            " SET stage = excluded.stage, at = excluded.at WHERE pages.stage != 'done'",
-            (progress.doc_id, progress.page_no, progress.stage, at, progress.doc_id),
-        )
-        if progress.pages_done is not None:
-            self._db.execute(
-                "UPDATE documents SET pages_done = MAX(COALESCE(pages_done, 0), ?)"
-                " WHERE doc_id = ?",
-                (progress.pages_done, progress.doc_id),
-            )
-        return progress.doc_id
-
-    def _write_result(self, result: DocumentResult, value: bytes, now: float) -> str:
-        done = sum(1 for p in result.pages if p.error is None) if result.pages else None
-        self._db.execute(
-            "INSERT INTO documents (doc_id, tenant, pages_total, pages_done, status, result,"
-            " submitted_at, updated_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (doc_id) DO UPDATE SET tenant = COALESCE(tenant, excluded.tenant),"
-            " pages_total = excluded.pages_total,"
-            " pages_done = COALESCE(excluded.pages_done, pages_done), status = excluded.status,"
-            " result = excluded.result, updated_at = excluded.updated_at,"
-            " ended_at = excluded.ended_at",
-            (
-                result.doc_id,
-                result.tenant,
-                result.page_count,
-                done,
-                result.status,
-                value.decode(),
-                result.submitted_at.timestamp(),
-                now,
-                result.completed_at.timestamp(),
-            ),
-        )
-        self._db.execute("DELETE FROM pages WHERE doc_id = ?", (result.doc_id,))
-        return result.doc_id
+        return write_result(self._db, *record, now) if isinstance(record, tuple) else None
 
     def _expire(self) -> None:
         """Ended documents past the retention leave; so do documents that never ended
@@ -389,7 +298,3 @@ class View:
             self._db.execute("DELETE FROM pages WHERE doc_id NOT IN (SELECT doc_id FROM documents)")
         if gone:
             log.info("view: %d documents past retention left the view", gone)
-
-
-def result_of(row: DocumentRow) -> DocumentResult | None:
-    return DocumentResult.model_validate(json.loads(row.result)) if row.result else None

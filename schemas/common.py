@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from typing import Annotated, Any, Literal, TypeAlias
 
@@ -172,6 +173,21 @@ AttributeValue = Annotated[
     | None,
     WrapValidator(_one_attribute_value),
 ]
+
+# The most a submission's attributes may take encoded as the record carries them (JSON,
+# after escaping: a control character takes six bytes). The counts above alone let 64
+# values of 1,024 control characters through: 442 kB copied onto every page and into
+# the result. Ingest ends a document over it `failed`, without its attributes; the
+# gateway answers 422 (at PAGESTREAM_API__MAX_ATTRIBUTES_BYTES, which may be lower).
+# Only submissions are held to it: pages and results written before it still decode.
+MAX_ATTRIBUTES_BYTES = 16 * 1024
+
+
+def attributes_bytes(attributes: dict[str, Any]) -> int:
+    """The attributes' size as a record carries them: compact JSON, UTF-8, control
+    characters escaped (as pydantic's encoder writes them)."""
+    return len(json.dumps(attributes, ensure_ascii=False, separators=(",", ":")).encode())
+
 
 # Free-form client metadata, passed through untouched to the result.
 Attributes = Annotated[

@@ -103,13 +103,15 @@ class DocumentResult(Record):
 
 def document_markdown(pages: list[PageResult]) -> str:
     """The pages' Markdown in page order (their plain text when a page has no Markdown),
-    each introduced by a `<!-- page N -->` line; a page without a result says why not."""
-    parts = []
-    for p in pages:
-        if p.ocr is not None:
-            parts.append(f"<!-- page {p.page_no} -->\n\n{p.ocr.markdown or p.ocr.text}".rstrip())
-        elif p.ocr_ref is not None:
-            parts.append(f"<!-- page {p.page_no}: in the blob store, see pages[].ocr_ref -->")
-        else:
-            parts.append(f"<!-- page {p.page_no}: no result: {p.error or 'unknown'} -->")
-    return "\n\n".join(parts) + "\n"
+    each introduced by a `<!-- page N -->` line; a page without a result says why not.
+    Pages joined by a blank line, a newline at the end."""
+    return "\n\n".join(page_markdown(p) for p in pages) + "\n"
+
+
+def page_markdown(p: PageResult) -> str:
+    """One page's part of document_markdown (the gateway writes it page by page)."""
+    if p.ocr is not None:
+        return f"<!-- page {p.page_no} -->\n\n{p.ocr.markdown or p.ocr.text}".rstrip()
+    if p.ocr_ref is not None:
+        return f"<!-- page {p.page_no}: in the blob store, see pages[].ocr_ref -->"
+    return f"<!-- page {p.page_no}: no result: {p.error or 'unknown'} -->"

@@ -6,15 +6,15 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from gateway.answers import chunks, image_of, stream_of
 from gateway.bodies import SUBMIT_BODY, Accepted, DocumentStatus, DocumentSummary, Problem
 from gateway.dependencies import Caller, State
 from gateway.errors import RETRY_AFTER_S, ApiError
-from gateway.status import owned, resolved_result, status_of
+from gateway.status import owned, status_answer
 from gateway.submissions import submit as take_submission
-from schemas.results import document_markdown
 from streams.blobs import BlobError, BlobStoreUnavailableError
 
 router = APIRouter()
@@ -68,8 +68,7 @@ async def process(
         return JSONResponse(
             accepted.model_dump(), status_code=202, headers={"Location": accepted.status_url}
         )
-    status = await status_of(gw, row)
-    return JSONResponse(status.model_dump(mode="json"))
+    return await status_answer(gw, row)
 
 
 @router.get("/v1/documents", response_model=list[DocumentSummary])
@@ -79,6 +78,7 @@ def documents(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> list[DocumentSummary]:
     """The caller's tenant's latest documents, newest first."""
+    # Their summaries only: the view keeps results by reference, and a list reads none.
     rows = gw.view.recent(caller.tenant, limit)
     return [
         DocumentSummary(
@@ -101,14 +101,14 @@ async def status(
     doc_id: str,
     caller: Caller,
     wait: Annotated[float, Query(ge=0, description="seconds to wait for the end")] = 0,
-) -> DocumentStatus:
+) -> Response:
     """Where the document is; its DocumentResult once it has ended. `?wait=S` holds
     the answer until the document ends or S seconds pass."""
     row = owned(gw, doc_id, caller)
     if not row.ended and wait > 0:
         await gw.until_ended(doc_id, min(wait, gw.settings.api.max_wait_s))
         row = owned(gw, doc_id, caller)
-    return await status_of(gw, row)
+    return await status_answer(gw, row)
 
 
 @router.get(
@@ -120,22 +120,19 @@ async def status(
         409: {"model": Problem},
     },
 )
-async def markdown(gw: State, doc_id: str, caller: Caller) -> PlainTextResponse:
+async def markdown(gw: State, doc_id: str, caller: Caller) -> Response:
     """The document as Markdown (operation ocr), once it has ended."""
     row = owned(gw, doc_id, caller)
-    result = await resolved_result(gw, row)
-    if result is None:
+    if not row.ended:
         raise ApiError(409, f"document {doc_id} has not ended yet")
-    text = result.markdown
-    if text is None and any(p.ocr is not None for p in result.pages):
-        text = document_markdown(result.pages)
+    answers, text = await stream_of(gw, row, "markdown")
     if text is None:
         raise ApiError(
             404,
             f"document {doc_id} has no Markdown (operation "
-            f"{result.operation.value}; Markdown comes with ocr)",
+            f"{answers.operation.value}; Markdown comes with ocr)",
         )
-    return PlainTextResponse(text, media_type="text/markdown; charset=utf-8")
+    return StreamingResponse(chunks(text), media_type="text/markdown; charset=utf-8")
 
 
 @router.get(
@@ -150,23 +147,24 @@ async def markdown(gw: State, doc_id: str, caller: Caller) -> PlainTextResponse:
 async def page_image(gw: State, doc_id: str, page_no: int, caller: Caller) -> Response:
     """The page image as the pipeline read it, once the document has ended (turn it by
     the page's `orientation.rotation_degrees` to lay its OCR boxes over it)."""
-    result = await resolved_result(gw, owned(gw, doc_id, caller))
-    if result is None:
+    row = owned(gw, doc_id, caller)
+    if not row.ended:
         raise ApiError(409, f"document {doc_id} has not ended yet")
-    page = next((p for p in result.pages if p.page_no == page_no), None)
-    if page is None or page.image is None:
+    image = await image_of(gw, row, page_no)
+    if image is None:
         raise ApiError(404, f"document {doc_id} has no page {page_no} image")
-    if not page.image.media_type.startswith("image/"):
+    if not image.media_type.startswith("image/"):
         raise ApiError(404, f"page {page_no} was read from the PDF's text layer: no image")
-    image = page.image
     try:
-        data = await run_in_threadpool(gw.store.get, image.uri, expected_sha256=image.sha256)
+        data = await run_in_threadpool(gw.store.reader, image.uri, expected_sha256=image.sha256)
     except BlobStoreUnavailableError as exc:
         raise ApiError(
             503, f"the page image cannot be read now: {exc}", {"Retry-After": RETRY_AFTER_S}
         ) from exc
     except BlobError as exc:  # expired from the store, say
         raise ApiError(404, f"page {page_no}'s image is gone: {exc}") from exc
-    return Response(
-        data, media_type=image.media_type, headers={"Cache-Control": "private, max-age=3600"}
+    return StreamingResponse(
+        chunks(data),
+        media_type=image.media_type,
+        headers={"Cache-Control": "private, max-age=3600"},
     )

@@ -5,15 +5,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
+from gateway.answers import chunks
 from gateway.dependencies import Caller, State
 from gateway.keys import ApiKey
 from gateway.state import Gateway
-from gateway.status import owned, status_of
+from gateway.status import opened_status, owned, status_of
 
 _STREAM_S = 300.0  # the longest one events stream lasts; the client reconnects
 _KEEP_ALIVE_S = 15.0
@@ -26,15 +27,19 @@ router = APIRouter()
 )
 async def events(gw: State, doc_id: str, caller: Caller) -> StreamingResponse:
     """Server-Sent Events: `progress` each time the document moves, then `result`."""
-    owned(gw, doc_id, caller)
+    row = owned(gw, doc_id, caller)
+    # Ended already: its result opened now, so one that cannot be read answers 404/503.
+    ended = await opened_status(gw, row) if row.ended else None
     return StreamingResponse(
-        _stream(gw, doc_id, caller),
+        _stream(gw, doc_id, caller, ended),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache"},
     )
 
 
-async def _stream(gw: Gateway, doc_id: str, caller: ApiKey) -> AsyncIterator[bytes]:
+async def _stream(
+    gw: Gateway, doc_id: str, caller: ApiKey, ended: Iterator[bytes] | None
+) -> AsyncIterator[bytes]:
     # A stream ends after a while even if the document does not (a replica can then shut
     # down without waiting for it); the client reconnects.
     ends_at = time.monotonic() + _STREAM_S
@@ -44,13 +49,18 @@ async def _stream(gw: Gateway, doc_id: str, caller: ApiKey) -> AsyncIterator[byt
         while True:
             changed.clear()
             row = owned(gw, doc_id, caller)
-            status = await status_of(gw, row)
-            body = status.model_dump_json(exclude={"result"} if not row.ended else set())
+            if ended is not None or row.ended:
+                # The result, streamed from its answer blob (one line of compact JSON).
+                yield b"event: result\ndata: "
+                async for chunk in chunks(ended or await opened_status(gw, row)):
+                    yield chunk
+                yield b"\n\n"
+                return
+            body = status_of(gw, row).model_dump_json(exclude={"result"})
             if body != last:
-                kind = "result" if row.ended else "progress"
-                yield f"event: {kind}\ndata: {body}\n\n".encode()
+                yield f"event: progress\ndata: {body}\n\n".encode()
                 last = body
-            if row.ended or time.monotonic() > ends_at:
+            if time.monotonic() > ends_at:
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), _KEEP_ALIVE_S)

@@ -30,6 +30,7 @@ from schemas import (
     TextLayer,
     decode,
 )
+from schemas.common import MAX_ATTRIBUTES_BYTES, attributes_bytes
 from schemas.pages import BlobRef
 from streams import media
 from streams.agents import progress
@@ -77,6 +78,7 @@ class Ingest:
         submitted: DocumentSubmitted | None = None
         try:
             submitted = decode(DocumentSubmitted, origin.value)
+            _check_attributes(submitted)
             data = self._payload(submitted)
             return self._split(origin, submitted, data, abandon)
         except Exception as exc:  # a hostile document can make anything raise
@@ -202,7 +204,9 @@ class Ingest:
             status="failed",
             page_count=0,
             errors=[f"{type(exc).__name__}: {error_message(exc)}"],
-            attributes=sub.attributes,
+            # Copied only within the bound: a result is kept (in docs.results, in every
+            # gateway's view, in the blob store) long after the payload was refused.
+            attributes=sub.attributes if _attributes_fit(sub) else {},
             tenant=sub.tenant,
             submitted_at=sub.submitted_at,
             completed_at=now,
@@ -216,3 +220,19 @@ class Ingest:
         if self.progress:
             out.append(progress.document_ended(self.topology, result, origin))
         return out
+
+
+def _attributes_fit(sub: DocumentSubmitted) -> bool:
+    return attributes_bytes(sub.attributes) <= MAX_ATTRIBUTES_BYTES
+
+
+def _check_attributes(sub: DocumentSubmitted) -> None:
+    """A submission written to docs.raw directly (the gateway answers 422 before) whose
+    attributes are over the bound is refused whole, not truncated: a client that reads
+    its attributes back must not find them silently cut. It is dead-lettered and ends
+    `failed`, its result without them, saying why."""
+    if not _attributes_fit(sub):
+        raise RecordError(
+            f"attributes are {attributes_bytes(sub.attributes)} bytes encoded as JSON, "
+            f"over the limit of {MAX_ATTRIBUTES_BYTES}"
+        )

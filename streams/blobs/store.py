@@ -19,7 +19,7 @@ import hashlib
 import os
 import posixpath
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fsspec.implementations.local import LocalFileSystem
@@ -183,20 +183,35 @@ class BlobStore:
             raise BlobNotFoundError(f"no blob at {show(uri)}") from None
         if len(data) > self.max_blob_bytes:
             raise BlobTooLargeError(f"blob at {show(uri)} exceeds max_blob_bytes")
-        expected = {expected_sha256.lower()} if expected_sha256 else set()
-        if len(rel) >= 2 and "sha256" in rel[:-1] and HEX64.fullmatch(rel[-1]):
-            expected.add(rel[-1].lower())
+        expected = _expected(rel, expected_sha256)
         if expected:
             actual = hashlib.sha256(data).hexdigest()
             if expected != {actual}:
                 raise BlobIntegrityError(f"sha256 mismatch for {show(uri)}: got {actual}")
         return data
 
-    def writer(self) -> BlobWriter:
-        """A blob written in chunks (an upload), published only by its commit()."""
-        return BlobWriter(
-            self._root, max_blob_bytes=self.max_blob_bytes, live=self._live, space=self._space
-        )
+    def reader(
+        self, uri: str, *, expected_sha256: str | None = None, chunk_bytes: int = 256 * 1024
+    ) -> Iterator[bytes]:
+        """The blob's bytes in chunks of at most `chunk_bytes`, never held whole: a blob
+        of any size read in bounded memory (so no max_blob_bytes here). The blob is
+        opened now, so a missing one raises here, before any chunk; its sha256 is checked
+        after the last chunk, and a mismatch raises BlobIntegrityError then: a reader
+        streaming it on cuts its answer short rather than finishing it wrong."""
+        root, rel = self._split_checked(uri)
+        path = self._resolve(root, rel)
+        try:
+            with store_call("reading", uri, root):
+                f = root.fs.open(path, "rb")
+        except FileNotFoundError:
+            raise BlobNotFoundError(f"no blob at {show(uri)}") from None
+        return _chunks(f, uri, root, _expected(rel, expected_sha256), chunk_bytes)
+
+    def writer(self, max_bytes: int | None = None) -> BlobWriter:
+        """A blob written in chunks (an upload), published only by its commit(); at most
+        `max_bytes` (max_blob_bytes unless given: an upload's bound, not a built blob's)."""
+        limit = self.max_blob_bytes if max_bytes is None else max_bytes
+        return BlobWriter(self._root, max_blob_bytes=limit, live=self._live, space=self._space)
 
     def collect_partials(self, older_than_s: float) -> int:
         """Removes the parts of writers that never committed (a client gone mid-upload, a
@@ -248,3 +263,25 @@ class BlobStore:
         if os.path.commonpath([real, real_root]) != real_root:
             raise BlobAccessError("blob URI resolves outside its root (symlink escape)")
         return real
+
+
+def _expected(rel: tuple[str, ...], expected_sha256: str | None) -> set[str]:
+    """The sha256 a blob must have: the caller's, and the one its content address names."""
+    expected = {expected_sha256.lower()} if expected_sha256 else set()
+    if len(rel) >= 2 and "sha256" in rel[:-1] and HEX64.fullmatch(rel[-1]):
+        expected.add(rel[-1].lower())
+    return expected
+
+
+def _chunks(f: Any, uri: str, root: Root, expected: set[str], size: int) -> Iterator[bytes]:
+    digest = hashlib.sha256()
+    with f:
+        while True:
+            with store_call("reading", uri, root):
+                chunk: bytes = f.read(size)
+            if not chunk:
+                break
+            digest.update(chunk)
+            yield chunk
+    if expected and expected != {digest.hexdigest()}:
+        raise BlobIntegrityError(f"sha256 mismatch for {show(uri)}: got {digest.hexdigest()}")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from schemas.common import MAX_ATTRIBUTES_BYTES
 from streams.settings.paths import CACHE_DIR
 
 
@@ -41,3 +42,11 @@ class ApiSettings(BaseModel):
     # documents submitted and not yet ended. Both answer 429 with Retry-After.
     rate_per_s: float = Field(default=20.0, gt=0)
     max_in_flight: int = Field(default=200, ge=1)
+    # Bounded state per tenant (issue 34). A JSON submission's attributes, encoded as the
+    # record carries them (control characters take six bytes), past this answer 422; at
+    # most the schema's MAX_ATTRIBUTES_BYTES, which ingest holds every submission to.
+    max_attributes_bytes: int = Field(default=MAX_ATTRIBUTES_BYTES, gt=0, le=MAX_ATTRIBUTES_BYTES)
+    # What one tenant's documents may take in the view: their results (kept by reference,
+    # in the blob store) and a row each, until they leave it after RETENTION_S. A tenant
+    # over it has its submissions answered 429; no other tenant is affected.
+    tenant_quota_bytes: int = Field(default=1024 * 1024 * 1024, gt=0)

@@ -364,3 +364,23 @@ def test_a_store_that_can_never_work_is_refused_at_start_in_one_line(tmp_path: P
     with pytest.raises(BlobStoreConfigError, match="cannot work: TypeError") as exc:
         probed_store(bad)
     assert "\n" not in str(exc.value)
+
+
+def test_a_reader_yields_a_blob_in_chunks_over_max_blob_bytes_and_checks_it_at_the_end(
+    tmp_path: Path,
+) -> None:
+    store = BlobStore(str(tmp_path / "blobs"), max_blob_bytes=1024)
+    writer = store.writer(max_bytes=10 * 1024)  # a built blob may be larger than an upload
+    writer.write(DATA * 10)
+    blob = writer.commit()
+    chunks = list(store.reader(blob.uri, expected_sha256=blob.sha256, chunk_bytes=1000))
+    assert b"".join(chunks) == DATA * 10 and max(len(c) for c in chunks) == 1000
+
+    with pytest.raises(BlobNotFoundError):  # at once, before any chunk
+        store.reader(store.uri_for("0" * 64))
+    path = next((tmp_path / "blobs").rglob(blob.sha256))
+    path.write_bytes(b"x" * len(DATA * 10))  # corrupted under its name
+    torn = store.reader(blob.uri, chunk_bytes=1000)
+    assert next(torn) == b"x" * 1000  # streamed as it comes...
+    with pytest.raises(BlobIntegrityError):  # ...and refused once its end shows it wrong
+        list(torn)

@@ -331,3 +331,19 @@ def test_a_tenants_document_naming_another_tenants_upload_is_refused(ingest: Ing
     assert dead.topic == TOPO.name(DLQ)
     assert "another tenant's upload" in (dead.header(h.ERROR_EXCEPTION_MESSAGE) or "")
     assert decode(DocumentResult, failed.value).status == "failed"
+
+
+def test_attributes_over_their_encoded_bound_are_refused_not_copied(ingest: Ingest) -> None:
+    # 40 values of 1,000 control characters: 240 kB as a record carries them, which
+    # the counts of the schema alone let through, onto every page and into the result.
+    fat = {f"k{n}": "\x01" * 1000 for n in range(40)}
+    for data in (_png(), b"not a document"):  # readable or not: refused before the payload
+        letter, result = ingest.handle(_origin(_submitted(data, doc_id="fat", attributes=fat)))
+        assert letter.topic == TOPO.name(DLQ)
+        ended = decode(DocumentResult, result.value)
+        assert (ended.status, ended.attributes) == ("failed", {})
+        assert "over the limit of 16384" in ended.errors[0]
+    # Within the bound, a failed result keeps them, as before.
+    fine = {f"k{n}": "\x01" * 100 for n in range(10)}
+    _, result = ingest.handle(_origin(_submitted(b"not a document", doc_id="ok", attributes=fine)))
+    assert decode(DocumentResult, result.value).attributes == fine
