@@ -71,8 +71,9 @@ def create_app(settings: Settings, *, registry: CollectorRegistry | None = None)
     if settings.api.metrics_address is None:
         app.include_router(health.metrics_router)
     console.mount_console(app)
-    # Inside `_measure` (added after it, so outside this one): its refusals are raised
-    # in the handler's own task, where the handlers of answer_problems catch them.
+    # Added before `_measure`, so it runs inside it: a refusal it raises from a body read
+    # stays in the handler's task, where answer_problems answers it (raised through
+    # `_measure`'s BaseHTTPMiddleware receive, it came out an ExceptionGroup: a 500).
     app.add_middleware(
         BodyGuard,
         max_json_bytes=settings.api.max_json_bytes,

@@ -4,6 +4,8 @@ chunk (never held whole), the other parts are small form fields.
 Every way an upload can be wrong is an `UploadError` carrying the HTTP status to answer
 and a message naming the problem: too large (413), not a supported type (415, sniffed
 from the first bytes, never trusted from the client's Content-Type), malformed (400).
+The whole body, not only the file part, is counted by gateway/front_door.py against
+`max_body_bytes` as it arrives (the handler allows that much once the key is known).
 """
 
 from __future__ import annotations

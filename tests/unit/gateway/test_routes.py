@@ -1,6 +1,6 @@
 """Every route of the gateway, walked: none declares a body FastAPI would read before the
 key, every route that takes a body authenticates first, and /metrics is on the public
-port only when no metrics address is set."""
+port only when no metrics address is set, and never on the public port's own."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ from collections.abc import Iterator
 import pytest
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
+from typer.testing import CliRunner
 
 from gateway import dependencies
 from gateway.app import create_app
 from gateway.limits import Slots
+from streams.cli import app
 from streams.settings import ApiSettings, Settings
 
 _WITH_BODY = {"POST", "PUT", "PATCH", "DELETE"}
@@ -76,3 +78,13 @@ def test_a_slot_is_released_once_and_its_name_forgotten() -> None:
     with second:
         pass
     assert slots.held(("stream", "k1")) == 0 and ("stream", "k1") not in slots._held
+
+
+def test_the_gateway_will_not_serve_metrics_on_its_public_port(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PAGESTREAM_API__METRICS_ADDRESS", "0.0.0.0:8080")
+    # Checked before the store is: without the check, this store would stop it instead.
+    monkeypatch.setenv("PAGESTREAM_BLOBS__ROOT", "nope://nowhere")
+    result = CliRunner().invoke(app, ["api"])
+    assert result.exit_code != 0 and "port of its own" in result.output, result.output
