@@ -11,31 +11,40 @@
     GET  /v1/admin/lag            consumer lag per group and topic (admin keys)
     GET  /v1/admin/dead-letters   dead letters not yet replayed (admin keys)
     POST /v1/admin/dead-letters/replay
-    /healthz /readyz /metrics /openapi.json /docs
+    /healthz /readyz /openapi.json /docs
+    /metrics                      admin keys; or, apart, on PAGESTREAM_API__METRICS_ADDRESS
     /console/                     the web console (gateway/console/, static); / redirects
 
 The gateway holds no state the pipeline does not: a submission is a record on docs.raw
 (its bytes in the blob store), a status is read from the replica's view of docs.progress
 and docs.results (gateway/view.py). Replicas share nothing but the topics and the store.
+
+No request body is read before its key is (dependencies.py), and every body is counted
+against its route's limit and deadline as it arrives (front_door.py).
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.openapi.utils import get_openapi
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, start_http_server
 
-from gateway.bodies import JsonSubmission, Problem
+from gateway.bodies import JsonSubmission, Problem, ReplayRequest
 from gateway.errors import answer_problems
+from gateway.front_door import BodyGuard
 from gateway.metrics import ApiMetrics
 from gateway.routers import admin, console, documents, events, health
 from gateway.state import running_gateway
 from streams.settings import Settings
+from streams.settings.api import metrics_bind
+
+log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings, *, registry: CollectorRegistry | None = None) -> FastAPI:
@@ -45,8 +54,10 @@ def create_app(settings: Settings, *, registry: CollectorRegistry | None = None)
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with running_gateway(settings, metrics, registry) as gw:
+            metrics.view_ready.set_function(lambda: 1.0 if gw.view.ready else 0.0)
             app.state.gateway = gw
-            yield
+            with _metrics_apart(settings.api.metrics_address, registry):
+                yield
 
     app = FastAPI(
         title="pagestream",
@@ -57,7 +68,17 @@ def create_app(settings: Settings, *, registry: CollectorRegistry | None = None)
     )
     for router in (health, documents, events, admin, console):
         app.include_router(router.router)
+    if settings.api.metrics_address is None:
+        app.include_router(health.metrics_router)
     console.mount_console(app)
+    # Added before `_measure`, so it runs inside it: a refusal it raises from a body read
+    # stays in the handler's task, where answer_problems answers it (raised through
+    # `_measure`'s BaseHTTPMiddleware receive, it came out an ExceptionGroup: a 500).
+    app.add_middleware(
+        BodyGuard,
+        max_json_bytes=settings.api.max_json_bytes,
+        body_deadline_s=settings.api.body_deadline_s,
+    )
     _measure(app, metrics)
     answer_problems(app)
     app.openapi = lambda: _spec(app)  # type: ignore[method-assign]
@@ -65,8 +86,9 @@ def create_app(settings: Settings, *, registry: CollectorRegistry | None = None)
 
 
 def _spec(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's spec plus the JSON body POST /v1/documents reads from the stream (its
-    handler reads the body itself, so FastAPI cannot see the model)."""
+    """FastAPI's spec plus the JSON bodies POST /v1/documents and the dead-letter replay
+    read from the stream (their handlers read the body themselves, after the key, so
+    FastAPI cannot see the models)."""
     if app.openapi_schema is None:
         spec = get_openapi(
             title=app.title,
@@ -74,12 +96,31 @@ def _spec(app: FastAPI) -> dict[str, Any]:
             summary=app.summary,
             routes=app.routes,
         )
-        schema = JsonSubmission.model_json_schema(ref_template="#/components/schemas/{model}")
         components = spec.setdefault("components", {}).setdefault("schemas", {})
-        components.update(schema.pop("$defs", {}))
-        components["JsonSubmission"] = schema
+        for model in (JsonSubmission, ReplayRequest):
+            schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            components.update(schema.pop("$defs", {}))
+            components[model.__name__] = schema
         app.openapi_schema = spec
     return app.openapi_schema
+
+
+@contextmanager
+def _metrics_apart(address: str | None, registry: CollectorRegistry) -> Iterator[None]:
+    """/metrics on its own address, from a thread, for as long as the app runs: for a
+    scraper that reaches the pod, not for the clients of the public port."""
+    if address is None:
+        yield
+        return
+    host, port = metrics_bind(address)
+    server, thread = start_http_server(port, addr=host, registry=registry)
+    log.info("api: /metrics on http://%s:%d/metrics", host, server.server_port)
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
 
 
 def _measure(app: FastAPI, metrics: ApiMetrics) -> None:

@@ -34,6 +34,7 @@ def api(
 
     from gateway.app import create_app
     from streams.blobs import BlobStoreConfigError, probed_store
+    from streams.settings.api import metrics_bind
 
     conf = settings()
     if host is not None:
@@ -45,6 +46,12 @@ def api(
             f"PAGESTREAM_API__MAX_UPLOAD_BYTES ({conf.api.max_upload_bytes}) is over "
             f"PAGESTREAM_BLOBS__MAX_BLOB_BYTES ({conf.blobs.max_blob_bytes}): the agents "
             "would refuse what the gateway accepts"
+        )
+    metrics = conf.api.metrics_address
+    if metrics is not None and metrics_bind(metrics)[1] == conf.api.port != 0:
+        fail(
+            f"PAGESTREAM_API__METRICS_ADDRESS ({metrics}) needs a port of its own, not "
+            f"the API's ({conf.api.port}): /metrics is kept off the public port"
         )
     try:
         probed_store(conf.blobs)

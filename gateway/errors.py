@@ -10,6 +10,7 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 
 from gateway.uploads import UploadError
 from streams.blobs import BlobStoreUnavailableError
@@ -42,6 +43,15 @@ def answer_problems(app: FastAPI) -> None:
     async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
         parts = [f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]]
         return _problem(422, "; ".join(parts))
+
+
+def explain(exc: ValidationError) -> str:
+    """pydantic's own lines, inputs hidden (schemas' models hide them): safe to answer."""
+    parts = []
+    for error in exc.errors(include_input=False, include_url=False)[:5]:
+        where = ".".join(str(x) for x in error["loc"]) or "body"
+        parts.append(f"{where}: {error['msg']}")
+    return "; ".join(parts)
 
 
 def _problem(status: int, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:

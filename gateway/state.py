@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from starlette.concurrency import run_in_threadpool
 
 from gateway.keys import KeyStore
-from gateway.limits import RateLimiter
+from gateway.limits import RateLimiter, Slots
 from gateway.metrics import ApiMetrics
 from gateway.publish import Publisher
 from gateway.view import DocumentRow, View
@@ -46,6 +46,7 @@ class Gateway:
     registry: CollectorRegistry  # what /metrics answers
     changes: Changes
     rate: RateLimiter
+    slots: Slots  # per key: streams, long polls, uploads; per tenant: uploads in flight
 
     async def until_ended(self, doc_id: str, timeout_s: float) -> DocumentRow | None:
         """The document's row once it has ended, or as it is after `timeout_s`."""
@@ -79,6 +80,7 @@ async def running_gateway(
         registry=registry,
         changes=changes,
         rate=RateLimiter(settings.api.rate_per_s),
+        slots=Slots(),
     )
     gw.view.start()
     collector = asyncio.create_task(_collect_partials(gw))

@@ -28,11 +28,12 @@ from starlette.concurrency import run_in_threadpool
 
 from gateway.bodies import Accepted, JsonSubmission
 from gateway.dependencies import admit
-from gateway.errors import RETRY_AFTER_S, ApiError
+from gateway.errors import RETRY_AFTER_S, ApiError, explain
+from gateway.front_door import allow_body
 from gateway.keys import ApiKey
 from gateway.publish import PublishError
 from gateway.state import Gateway
-from gateway.uploads import boundary_of, next_chunk, receive
+from gateway.uploads import boundary_of, max_body_bytes, next_chunk, receive
 from schemas import DocumentSubmitted, Operation, Progress
 from schemas.common import attributes_bytes
 from streams.blobs import BlobError, BlobStore
@@ -43,7 +44,6 @@ from streams.topics import PROGRESS
 
 log = logging.getLogger(__name__)
 
-_MULTIPART_OVERHEAD = 64 * 1024  # form fields and part headers around the file
 _MAX_KEY_CHARS = 255
 
 
@@ -60,25 +60,29 @@ async def submit(
     if idempotency_key is not None and gw.view.document(doc_id) is not None:
         gw.metrics.submissions.labels(caller.tenant, "replayed").inc()
         return Accepted(doc_id=doc_id, status_url=status_url, replayed=True)
-    admit(gw, caller)
-    _within_quota(gw, caller)
-    record = await _read_submission(request, gw, doc_id, caller.tenant)
-    try:
-        out = gw.intake.outgoing(record, parent=traceparent)
-    except RecordTooLargeError as exc:
-        raise ApiError(
-            413,
-            f"the submission is a {exc.size_bytes}-byte record, over the "
-            f"record limit of {exc.limit}: shorten its attributes",
-        ) from None
-    try:
-        await gw.publisher.publish(out)
-    except PublishError as exc:
-        gw.metrics.submissions.labels(caller.tenant, "unavailable").inc()
-        raise ApiError(
-            503, f"the pipeline did not take the document: {exc}", {"Retry-After": RETRY_AFTER_S}
-        ) from exc
-    gw.view.note_submitted(doc_id, caller.tenant, record.submitted_at.timestamp())
+    # From here until the view counts it, the document is in flight: while its body is
+    # received (slowly, maybe) and while the broker acknowledges it.
+    with admit(gw, caller):
+        _within_quota(gw, caller)
+        record = await _read_submission(request, gw, doc_id, caller.tenant)
+        try:
+            out = gw.intake.outgoing(record, parent=traceparent)
+        except RecordTooLargeError as exc:
+            raise ApiError(
+                413,
+                f"the submission is a {exc.size_bytes}-byte record, over the "
+                f"record limit of {exc.limit}: shorten its attributes",
+            ) from None
+        try:
+            await gw.publisher.publish(out)
+        except PublishError as exc:
+            gw.metrics.submissions.labels(caller.tenant, "unavailable").inc()
+            raise ApiError(
+                503,
+                f"the pipeline did not take the document: {exc}",
+                {"Retry-After": RETRY_AFTER_S},
+            ) from exc
+        gw.view.note_submitted(doc_id, caller.tenant, record.submitted_at.timestamp())
     # So every replica knows the document (and whose it is) before ingest has it. Not
     # awaited: the submission stands on docs.raw alone, and the answer need not wait for a
     # second acknowledgement (the replica that took it knows it already).
@@ -150,11 +154,12 @@ async def _read_json(request: Request, gw: Gateway, doc_id: str, tenant: str) ->
             f"a JSON submission is at most {limit} bytes; upload larger "
             "documents as multipart/form-data",
         )
+    allow_body(request, limit, "PAGESTREAM_KAFKA__MAX_RECORD_BYTES")
     body = await _bounded_body(request, limit, gw.settings.api.idle_timeout_s)
     try:
         sub = JsonSubmission.model_validate_json(body)
     except ValidationError as exc:
-        raise ApiError(422, _explain(exc)) from None
+        raise ApiError(422, explain(exc)) from None
     limit = gw.settings.api.max_attributes_bytes
     if (size := attributes_bytes(sub.attributes)) > limit:
         raise ApiError(
@@ -176,7 +181,7 @@ async def _read_json(request: Request, gw: Gateway, doc_id: str, tenant: str) ->
     try:
         return DocumentSubmitted.model_validate(fields)
     except ValidationError as exc:
-        raise ApiError(422, _explain(exc)) from None
+        raise ApiError(422, explain(exc)) from None
 
 
 async def _read_multipart(
@@ -185,17 +190,15 @@ async def _read_multipart(
     length = request.headers.get("content-length")
     api = gw.settings.api
     boundary_of(content_type)  # 415 before reading anything
-    if (
-        length is not None
-        and length.isdigit()
-        and int(length) > api.max_upload_bytes + _MULTIPART_OVERHEAD
-    ):
+    if length is not None and length.isdigit() and int(length) > max_body_bytes(api):
         raise ApiError(
             413,
             f"the upload is {int(length)} bytes, over the limit of "
             f"{api.max_upload_bytes} (PAGESTREAM_API__MAX_UPLOAD_BYTES)",
         )
     store = gw.store.scoped(tenant)  # the file is addressed in the tenant's own space
+    # The whole body is counted (preamble, fields, epilogue), not only the file part.
+    allow_body(request, max_body_bytes(api), "PAGESTREAM_API__MAX_UPLOAD_BYTES")
     upload = await receive(
         request.stream(),
         content_type,
@@ -235,7 +238,7 @@ async def _read_multipart(
                 )
             )
         except ValidationError as exc:
-            raise ApiError(422, _explain(exc)) from None
+            raise ApiError(422, explain(exc)) from None
         blob = await run_in_threadpool(upload.writer.commit)
     except BaseException:
         await run_in_threadpool(upload.writer.abort)  # no-op once committed
@@ -287,12 +290,3 @@ async def _bounded_body(request: Request, limit: int, idle_timeout_s: float) -> 
                 f"a JSON submission is at most {limit} bytes; upload larger "
                 "documents as multipart/form-data",
             )
-
-
-def _explain(exc: ValidationError) -> str:
-    # pydantic's own lines, inputs hidden (schemas' models hide them): safe to answer.
-    parts = []
-    for error in exc.errors(include_input=False, include_url=False)[:5]:
-        where = ".".join(str(x) for x in error["loc"]) or "body"
-        parts.append(f"{where}: {error['msg']}")
-    return "; ".join(parts)

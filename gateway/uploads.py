@@ -4,6 +4,8 @@ chunk (never held whole), the other parts are small form fields.
 Every way an upload can be wrong is an `UploadError` carrying the HTTP status to answer
 and a message naming the problem: too large (413), not a supported type (415, sniffed
 from the first bytes, never trusted from the client's Content-Type), malformed (400).
+The whole body, not only the file part, is counted by gateway/front_door.py against
+`max_body_bytes` as it arrives (the handler allows that much once the key is known).
 """
 
 from __future__ import annotations
@@ -18,12 +20,21 @@ from starlette.concurrency import run_in_threadpool
 
 from streams.blobs import BlobError, BlobStore, BlobWriter
 from streams.media.sniff import sniff
+from streams.settings import ApiSettings
 
 FILE_FIELD = "file"
 _SNIFF_BYTES = 1024  # the PDF signature may sit anywhere in the first KiB
 _MAX_FIELDS = 32
 _MAX_FIELD_BYTES = 8 * 1024
 _WRITE_BYTES = 1024 * 1024  # chunks to the store: few round trips, bounded memory
+# What a whole multipart body may hold besides its file: every form field at its
+# largest, with its part's headers, and the boundaries.
+_OVERHEAD_BYTES = _MAX_FIELDS * (_MAX_FIELD_BYTES + 1024) + 64 * 1024
+
+
+def max_body_bytes(api: ApiSettings) -> int:
+    """The most a multipart body may be, all of it counted: preamble and epilogue too."""
+    return api.max_upload_bytes + _OVERHEAD_BYTES
 
 
 class UploadError(Exception):

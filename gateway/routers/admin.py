@@ -10,19 +10,21 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from gateway.bodies import (
     DeadLetterView,
     GroupLagView,
     Me,
+    Problem,
     ReplayAnswer,
     ReplayRequest,
     TopicLag,
 )
 from gateway.dependencies import Admin, Caller, State
 from gateway.errors import ApiError
+from gateway.front_door import read_json
 from gateway.keys import ApiKey
 from schemas import headers
 from streams.admin.dlq import DeadLetter, Filter, pending_dead, replay
@@ -80,9 +82,25 @@ async def dead_letters(
     return [_view(d) for d in found]
 
 
-@router.post("/v1/admin/dead-letters/replay", response_model=ReplayAnswer)
-async def replay_letters(gw: State, body: ReplayRequest, caller: Admin) -> ReplayAnswer:
+# The body is read by the handler, after the key (app.py adds ReplayRequest to the spec).
+_REPLAY_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ReplayRequest"}}},
+    }
+}
+
+
+@router.post(
+    "/v1/admin/dead-letters/replay",
+    response_model=ReplayAnswer,
+    openapi_extra=_REPLAY_BODY,
+    responses={413: {"model": Problem}, 422: {"model": Problem}},
+)
+async def replay_letters(request: Request, gw: State, caller: Admin) -> ReplayAnswer:
     """Send the selected dead letters back to the topics they failed on."""
+    api = gw.settings.api
+    body = await read_json(request, ReplayRequest, api.max_json_bytes, api.idle_timeout_s)
     letters = frozenset(_position(i) for i in body.ids)
     flt = Filter(letters=letters, tenant=_tenant_scope(caller))
     report = await run_in_threadpool(replay, gw.settings, flt)

@@ -11,13 +11,13 @@ from starlette.concurrency import run_in_threadpool
 
 from gateway.answers import chunks, image_of, stream_of
 from gateway.bodies import SUBMIT_BODY, Accepted, DocumentStatus, DocumentSummary, Problem
-from gateway.dependencies import Caller, State
+from gateway.dependencies import READY, Caller, State, hold
 from gateway.errors import RETRY_AFTER_S, ApiError
 from gateway.status import owned, status_answer
 from gateway.submissions import submit as take_submission
 from streams.blobs import BlobError, BlobStoreUnavailableError
 
-router = APIRouter()
+router = APIRouter(dependencies=[READY])  # every handler here reads the view
 
 
 @router.post(
@@ -61,9 +61,10 @@ async def process(
 ) -> Response:
     """Submit, wait up to `timeout` seconds (PAGESTREAM_API__MAX_WAIT_S at most) and
     answer the result; 202 with the status URL when it has not ended by then."""
-    accepted = await take_submission(request, gw, caller, idempotency_key, traceparent)
-    wait_s = min(timeout or gw.settings.api.max_wait_s, gw.settings.api.max_wait_s)
-    row = await gw.until_ended(accepted.doc_id, wait_s)
+    with hold(gw, "wait", caller):  # taken first: a 429 then has submitted nothing
+        accepted = await take_submission(request, gw, caller, idempotency_key, traceparent)
+        wait_s = min(timeout or gw.settings.api.max_wait_s, gw.settings.api.max_wait_s)
+        row = await gw.until_ended(accepted.doc_id, wait_s)
     if row is None or not row.ended:
         return JSONResponse(
             accepted.model_dump(), status_code=202, headers={"Location": accepted.status_url}
@@ -106,7 +107,8 @@ async def status(
     the answer until the document ends or S seconds pass."""
     row = owned(gw, doc_id, caller)
     if not row.ended and wait > 0:
-        await gw.until_ended(doc_id, min(wait, gw.settings.api.max_wait_s))
+        with hold(gw, "wait", caller):
+            await gw.until_ended(doc_id, min(wait, gw.settings.api.max_wait_s))
         row = owned(gw, doc_id, caller)
     return await status_answer(gw, row)
 

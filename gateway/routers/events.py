@@ -1,4 +1,6 @@
-"""Server-Sent Events of one document: `progress` each time it moves, then `result`."""
+"""Server-Sent Events of one document: `progress` each time it moves, then `result`.
+A stream holds one of its key's stream slots (PAGESTREAM_API__MAX_STREAMS_PER_KEY) from
+its start until it ends, however it ends."""
 
 from __future__ import annotations
 
@@ -9,17 +11,37 @@ from collections.abc import AsyncIterator, Iterator
 
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from gateway.answers import chunks
-from gateway.dependencies import Caller, State
+from gateway.dependencies import READY, Caller, State, hold
 from gateway.keys import ApiKey
+from gateway.limits import Slot
 from gateway.state import Gateway
 from gateway.status import opened_status, owned, status_of
 
 _STREAM_S = 300.0  # the longest one events stream lasts; the client reconnects
 _KEEP_ALIVE_S = 15.0
 
-router = APIRouter()
+router = APIRouter(dependencies=[READY])
+
+
+class _HeldStream(StreamingResponse):
+    """A streamed answer that releases its slot when it has been sent, or cut off: a
+    generator's own `finally` would not run when the client goes while it is not
+    suspended inside it."""
+
+    def __init__(self, content: AsyncIterator[bytes], slot: Slot) -> None:
+        super().__init__(
+            content, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        )
+        self._slot = slot
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._slot.release()
 
 
 @router.get(
@@ -30,11 +52,7 @@ async def events(gw: State, doc_id: str, caller: Caller) -> StreamingResponse:
     row = owned(gw, doc_id, caller)
     # Ended already: its result opened now, so one that cannot be read answers 404/503.
     ended = await opened_status(gw, row) if row.ended else None
-    return StreamingResponse(
-        _stream(gw, doc_id, caller, ended),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache"},
-    )
+    return _HeldStream(_stream(gw, doc_id, caller, ended), hold(gw, "stream", caller))
 
 
 async def _stream(

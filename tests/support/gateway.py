@@ -9,10 +9,13 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from bench.processes import free_port
 from gateway.keys import KeyStore
@@ -23,8 +26,12 @@ from streams.topics import RAW, Topology
 from tests.support.agents import Worker
 
 
+@dataclass
 class Api(Worker):
-    """One `pagestream api` replica (a process like an agents worker); output in `log`."""
+    """One `pagestream api` replica (a process like an agents worker); output in `log`.
+    Its /metrics is served apart, on `metrics_port`, as in production."""
+
+    metrics_port: int = 0
 
     @property
     def port(self) -> int:
@@ -50,6 +57,11 @@ class Api(Worker):
             time.sleep(0.2)
         raise AssertionError(f"gateway not ready in {timeout_s} s\n{self.tail()}")
 
+    def _samples(self, sample: str) -> list[Sample]:
+        text = httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10).text
+        return [found for family in text_string_to_metric_families(text)
+                for found in family.samples if found.name == sample]  # fmt: skip
+
     def rss_bytes(self) -> int:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
@@ -61,10 +73,12 @@ def start_api(folder: Path, *, port: int | None = None, **env: str) -> Api:
     """A gateway with the process's PAGESTREAM_* env (the cli_env fixture) plus `env`,
     given as API__ settings without the prefix; its keys and view under `folder`."""
     port = port or free_port()
+    metrics_port = free_port()
     full_env = dict(
         os.environ,
         PAGESTREAM_API__HOST="127.0.0.1",
         PAGESTREAM_API__PORT=str(port),
+        PAGESTREAM_API__METRICS_ADDRESS=f"127.0.0.1:{metrics_port}",
         PAGESTREAM_API__KEYS_FILE=str(folder / "keys.json"),
         PAGESTREAM_API__VIEW_FILE=str(folder / "view.sqlite"),
     )
@@ -74,7 +88,7 @@ def start_api(folder: Path, *, port: int | None = None, **env: str) -> Api:
     folder.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
         proc = subprocess.Popen([str(script), "api"], env=full_env, stdout=out, stderr=out)
-    return Api(proc, port, log)
+    return Api(proc, port, log, metrics_port)
 
 
 def raw_doc_ids(settings: Settings, topology: Topology) -> list[str]:

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from streams.settings import ApiSettings, BlobSettings
+from streams.settings.api import metrics_bind
 from tests.support.manifests import setting_exists
 from tests.support.prometheus import REPO, tool
 
@@ -80,9 +81,12 @@ def test_the_api_is_published_and_scraped_on_its_port() -> None:
     target = port["target"] if isinstance(port, dict) else int(str(port).split(":")[-1])
     assert int(target) == ApiSettings().port
     assert "/readyz" in " ".join(api["healthcheck"]["test"])
+    # Scraped on its metrics address, apart from the public port (which has no /metrics).
+    _, metrics_port = metrics_bind(api["environment"]["PAGESTREAM_API__METRICS_ADDRESS"])
+    assert str(metrics_port) in api["expose"] and int(target) != metrics_port
     job = _scrape_jobs()["pagestream-api"]
     (sd,) = job["dns_sd_configs"]
-    assert (sd["names"], sd["port"]) == (["api"], ApiSettings().port)
+    assert (sd["names"], sd["port"]) == (["api"], metrics_port)
     assert job.get("metrics_path", "/metrics") == "/metrics"
 
 

@@ -26,6 +26,7 @@ from streams.settings import (
     NodeSettings,
     Settings,
 )
+from streams.settings.api import metrics_bind
 from streams.topics import (
     CLASSIFIED,
     EXTRACTED,
@@ -219,7 +220,9 @@ def test_every_pagestream_variable_is_a_setting_and_ports_match_the_defaults() -
     }
     assert ports == {
         "pagestream-agents": str(AgentSettings().web_port),
-        "pagestream-api": str(ApiSettings().port),
+        # Its metrics address, set in api.yaml (unset by default: then /metrics is on the
+        # public port, for admin keys only).
+        "pagestream-api": str(metrics_bind(_api_env()["PAGESTREAM_API__METRICS_ADDRESS"])[1]),
         "pagestream-gpu-node": str(NodeSettings().http_port),
         "pagestream-exporter": str(ExporterSettings().port),
     }
@@ -274,8 +277,8 @@ def _mount_of(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
 def test_the_api_runs_the_gateway_and_probes_it_on_its_http_port() -> None:
     container = _api_container()
     assert (container["image"], container["command"]) == ("pagestream", ["pagestream", "api"])
-    (port,) = container["ports"]
-    assert (port["name"], port["containerPort"]) == ("http", ApiSettings().port)
+    port = next(p for p in container["ports"] if p["name"] == "http")
+    assert port["containerPort"] == ApiSettings().port
     assert "PAGESTREAM_API__PORT" not in _api_env()  # the port above is the default
     probes = {p: container[p]["httpGet"] for p in ("livenessProbe", "readinessProbe")}
     assert probes == {"livenessProbe": {"path": "/healthz", "port": "http"},
@@ -373,6 +376,11 @@ def test_the_pod_monitor_scrapes_the_api_as_pagestream_api() -> None:
     labels = _named("Deployment", "pagestream-api")["spec"]["template"]["metadata"]["labels"]
     ports = {p["name"] for p in _api_container()["ports"]}
     assert _scrape_jobs(labels, ports) == {"pagestream-api"}
+    # On its metrics address, which is not the public port (that has no /metrics).
+    _, metrics_port = metrics_bind(_api_env()["PAGESTREAM_API__METRICS_ADDRESS"])
+    by_name = {p["name"]: p["containerPort"] for p in _api_container()["ports"]}
+    assert by_name["metrics"] == metrics_port != by_name["http"]
+    assert _scrape_jobs(labels, {"http"}) == set()
     # The check is not a tautology: the vLLM server's pods are not scraped.
     vllm = _named("Deployment", "pagestream-vllm")["spec"]["template"]["metadata"]["labels"]
     assert _scrape_jobs(vllm, {"http"}) == set()
