@@ -49,7 +49,7 @@ _LUMA = (19595, 38470, 7471)
 # page is decoded on the host, whose decoder says so, not by nvjpeg, which may not.
 _EOI_WINDOW = 1024
 # torchvision prefixes its errors with the C++ function and source line.
-_SOURCE_PREFIX = re.compile(r"^\w+, \S+:\d+, ")
+_SOURCE_PREFIX = re.compile(r"^[^,]*, \S+:\d+, ")
 
 
 @dataclass(frozen=True)
