@@ -33,6 +33,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torchvision.io import ImageReadMode, decode_jpeg, decode_png
@@ -238,7 +239,9 @@ def _torchvision(decode: Callable[..., torch.Tensor], data: bytes) -> torch.Tens
 
 
 def _pil(data: bytes, max_pixels: int) -> torch.Tensor:
-    return torch.from_numpy(decode_image(data, max_pixels=max_pixels)).permute(2, 0, 1).contiguous()
+    # One copy, to (3, H, W) and writable (PIL's array is read-only).
+    rgb = decode_image(data, max_pixels=max_pixels)
+    return torch.from_numpy(np.ascontiguousarray(rgb.transpose(2, 0, 1)))
 
 
 def _decode_alone(

@@ -36,7 +36,7 @@ import math
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, NotRequired, TypedDict, Unpack, cast
+from typing import Any, Literal, NotRequired, TypedDict, Unpack, cast
 
 import pymupdf
 from PIL import Image, ImageFile, ImageOps
@@ -62,12 +62,29 @@ _MIN_UPSCALE = 1.1  # a resample for less than this gains nothing
 
 
 @dataclass(frozen=True)
+class PageEncoding:
+    """How page images are written: `png` (lossless) or `jpeg` at `quality`, which a GPU
+    decodes itself (nvjpeg: gpu_node/models/device_inputs.py) and no GPU decoder reads PNG."""
+
+    format: Literal["png", "jpeg"] = "png"
+    quality: int = 92  # jpeg only
+
+    @property
+    def media_type(self) -> str:
+        return f"image/{self.format}"
+
+
+PNG_PAGES = PageEncoding()
+
+
+@dataclass(frozen=True)
 class PageImage:
-    png: bytes
+    png: bytes  # the encoded page: PNG unless media_type says otherwise
     width: int
     height: int
     page_no: int  # 1-based
     source_media_type: str
+    media_type: str = "image/png"
 
 
 @dataclass(frozen=True)
@@ -97,6 +114,7 @@ class PageOptions(TypedDict):
     render: NotRequired[Collection[int] | None]
     budget: NotRequired[Budget]
     target_px: NotRequired[int | None]
+    encoding: NotRequired[PageEncoding]
 
 
 def split_pages(data: bytes, **options: Unpack[PageOptions]) -> list[PageImage]:
@@ -113,8 +131,10 @@ def iter_pages(
     render: Collection[int] | None = None,
     budget: Budget = UNLIMITED,
     target_px: int | None = None,
+    encoding: PageEncoding = PNG_PAGES,
 ) -> Iterator[PageImage]:
-    """One upright RGB PNG per page of `data` (a PDF or a supported image), in order.
+    """One upright RGB page image (PNG, or as `encoding` says) per page of `data` (a PDF
+    or a supported image), in order.
 
     PDF pages are rendered at `dpi`, or with `target_px` at the resolution that makes
     their long side `target_px` pixels (pdf.page_dpi); images keep their own resolution,
@@ -131,10 +151,11 @@ def iter_pages(
     media_type = sniff(data)
     if media_type == PDF:
         pages = _iter_pdf(data, dpi=dpi, max_pages=max_pages, max_pixels=max_pixels,
-                          render=render, budget=budget, target_px=target_px)  # fmt: skip
+                          render=render, budget=budget, target_px=target_px,
+                          encoding=encoding)  # fmt: skip
     else:
         pages = _iter_image(data, media_type, max_pages=max_pages, max_pixels=max_pixels,
-                            budget=budget, target_px=target_px)  # fmt: skip
+                            budget=budget, target_px=target_px, encoding=encoding)  # fmt: skip
     total = 0
     for page in pages:
         total += len(page.png)
@@ -155,6 +176,7 @@ def _iter_pdf(
     render: Collection[int] | None,
     budget: Budget,
     target_px: int | None,
+    encoding: PageEncoding = PNG_PAGES,
 ) -> Iterator[PageImage]:
     with open_pdf(data, dpi=dpi, max_pages=max_pages, max_pixels=max_pixels,
                   target_px=target_px) as doc:  # fmt: skip
@@ -171,13 +193,16 @@ def _iter_pdf(
         at = f"{dpi} dpi" if target_px is None else f"{target_px} px on their long side"
         budget.check_pixels(pixels, f"the {len(wanted)} PDF pages to render at {at}")
         for i in wanted:
-            yield _render_pdf_page(doc, i, count, dpi=dpis[i], max_pixels=max_pixels)
+            yield _render_pdf_page(doc, i, count, dpi=dpis[i], max_pixels=max_pixels,
+                                   encoding=encoding)  # fmt: skip
 
 
 # --- PDF ----------------------------------------------------------------------------
 
 
-def _render_pdf_page(doc: Any, index: int, count: int, *, dpi: int, max_pixels: int) -> PageImage:
+def _render_pdf_page(
+    doc: Any, index: int, count: int, *, dpi: int, max_pixels: int, encoding: PageEncoding
+) -> PageImage:
     try:
         pix = doc[index].get_pixmap(dpi=dpi, colorspace=pymupdf.csRGB, alpha=False)
         size = (int(pix.width), int(pix.height))
@@ -195,7 +220,7 @@ def _render_pdf_page(doc: Any, index: int, count: int, *, dpi: int, max_pixels: 
         raise CorruptPdfError(
             f"corrupt PDF: page {index + 1} of {count} cannot be rendered ({type(exc).__name__})"
         ) from None
-    return _page(image, index + 1, PDF)
+    return _page(image, index + 1, PDF, encoding)
 
 
 # --- images -------------------------------------------------------------------------
@@ -209,6 +234,7 @@ def _iter_image(
     max_pixels: int,
     budget: Budget,
     target_px: int | None,
+    encoding: PageEncoding = PNG_PAGES,
 ) -> Iterator[PageImage]:
     if ImageFile.LOAD_TRUNCATED_IMAGES:
         raise UnsafePillowConfigError(
@@ -231,7 +257,7 @@ def _iter_image(
                 im.seek(index)
                 upright = ImageOps.exif_transpose(im)
                 rgb = _scaled_up(_to_rgb(upright, media_type), target_px, max_pixels)
-                page = _page(rgb, index + 1, media_type)
+                page = _page(rgb, index + 1, media_type, encoding)
             yield page
 
 
@@ -359,18 +385,24 @@ def _translate(exc: Exception, media_type: str, where: str) -> MediaError:
     return CorruptImageError(f"corrupt {media_type}: {where} cannot be decoded ({name})")
 
 
-def _page(image: Image.Image, page_no: int, media_type: str) -> PageImage:
+def _page(
+    image: Image.Image, page_no: int, media_type: str, encoding: PageEncoding = PNG_PAGES
+) -> PageImage:
     # Pillow's PNG writer copies ICC profiles and transparency from .info.
     image.info = {}
     buf = io.BytesIO()
-    # zlib level 1: four times faster than Pillow's default (6) on scanned and rendered
-    # pages and about as small (noise and halftones barely compress at any level); the
-    # page is encoded once here and decoded once on the GPU node.
-    image.save(buf, format="PNG", compress_level=1)
+    if encoding.format == "jpeg":
+        image.save(buf, format="JPEG", quality=encoding.quality)
+    else:
+        # zlib level 1: four times faster than Pillow's default (6) on scanned and rendered
+        # pages and about as small (noise and halftones barely compress at any level); the
+        # page is encoded once here and decoded once on the GPU node.
+        image.save(buf, format="PNG", compress_level=1)
     return PageImage(
         png=buf.getvalue(),
         width=image.width,
         height=image.height,
         page_no=page_no,
         source_media_type=media_type,
+        media_type=encoding.media_type,
     )
