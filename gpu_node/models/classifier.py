@@ -26,6 +26,7 @@ import torch
 from PIL import Image
 
 from gpu_node.models.device import DeviceChoice
+from gpu_node.models.device_inputs import letterbox_batch
 from gpu_node.models.images import RGBArray
 from gpu_node.models.prepared import PreparedInputs
 from schemas import ClassificationResult, DocumentType, OrientationResult
@@ -161,31 +162,40 @@ class Classifier:
     def _input(self, image: RGBArray) -> torch.Tensor:
         return to_input(Image.fromarray(image), self.input_size, self.mean, self.std)
 
-    @torch.inference_mode()
     def read(self, images: Sequence[RGBArray], batch_size: int = 16) -> list[PageReading]:
         """Type and orientation of each page, from one forward pass per batch."""
         readings: list[PageReading] = []
-        t_type, t_rot = self.temperatures
         for start in range(0, len(images), batch_size):
             chunk = images[start : start + batch_size]
-            batch = torch.stack([self.prepared.take(im) for im in chunk]).to(
-                self.device.device, self.device.dtype
-            )
-            type_logits, rot_logits = self.model(batch)
-            types = torch.softmax(type_logits.float() / t_type, dim=1).cpu()
-            rots = (
-                torch.softmax(rot_logits.float() / t_rot, dim=1).cpu()
-                if rot_logits is not None
-                else None
-            )
-            for i, row in enumerate(types):
-                orientation = None
-                if rots is not None:
-                    k = int(rots[i].argmax())
-                    orientation = OrientationResult.for_rotation(
-                        ROTATIONS[k], round(float(rots[i][k]), 4), method="cnn"
-                    )
-                readings.append(PageReading(self._classification(row), orientation))
+            readings.extend(self.read_batch(torch.stack([self.prepared.take(im) for im in chunk])))
+        return readings
+
+    def make_inputs(self, pages: Sequence[torch.Tensor]) -> torch.Tensor:
+        """The inputs of pages already on the model's device, uint8 (3, H, W) each, in
+        one batch: what `to_input` makes of each (gpu_node/models/device_inputs.py)."""
+        return letterbox_batch(pages, self.input_size, self.mean, self.std)
+
+    @torch.inference_mode()
+    def read_batch(self, inputs: torch.Tensor) -> list[PageReading]:
+        """`read` of a batch of inputs already made (`make_inputs`, or `to_input`s
+        stacked): one forward pass, one copy back to the host."""
+        t_type, t_rot = self.temperatures
+        type_logits, rot_logits = self.model(inputs.to(self.device.device, self.device.dtype))
+        types = torch.softmax(type_logits.float() / t_type, dim=1).cpu()
+        rots = (
+            torch.softmax(rot_logits.float() / t_rot, dim=1).cpu()
+            if rot_logits is not None
+            else None
+        )
+        readings: list[PageReading] = []
+        for i, row in enumerate(types):
+            orientation = None
+            if rots is not None:
+                k = int(rots[i].argmax())
+                orientation = OrientationResult.for_rotation(
+                    ROTATIONS[k], round(float(rots[i][k]), 4), method="cnn"
+                )
+            readings.append(PageReading(self._classification(row), orientation))
         return readings
 
     def predict(

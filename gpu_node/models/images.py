@@ -25,6 +25,18 @@ class ImageDecodeError(ValueError):
 def decode_image(data: bytes, *, max_pixels: int) -> RGBArray:
     """Decode to RGB, refusing bombs (checked from the header, before decoding)
     and truncated or unidentifiable files with an error that says which."""
+    img = open_image(data, max_pixels=max_pixels)
+    try:
+        img.load()
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise ImageDecodeError(f"corrupt or truncated image: {exc}") from None
+    return np.asarray(img.convert("RGB"), dtype=np.uint8)
+
+
+def open_image(data: bytes, *, max_pixels: int) -> Image.Image:
+    """The image's header read and its size checked against `max_pixels`: nothing is
+    decoded yet. The decoders that do not go through PIL (gpu_node/models/
+    device_inputs.py) call this first, so every path refuses the same pages."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -32,7 +44,6 @@ def decode_image(data: bytes, *, max_pixels: int) -> RGBArray:
             w, h = img.size
             if w * h > max_pixels:
                 raise ImageDecodeError(f"image is {w}x{h} pixels, over the {max_pixels} limit")
-            img.load()
     except ImageDecodeError:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
@@ -41,7 +52,7 @@ def decode_image(data: bytes, *, max_pixels: int) -> RGBArray:
         raise ImageDecodeError(f"not a decodable image ({len(data)} bytes)") from None
     except (OSError, SyntaxError, ValueError) as exc:
         raise ImageDecodeError(f"corrupt or truncated image: {exc}") from None
-    return np.asarray(img.convert("RGB"), dtype=np.uint8)
+    return img
 
 
 def rotate(image: RGBArray, degrees_clockwise: int) -> RGBArray:

@@ -32,8 +32,10 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, get_args
 
 import numpy as np
+import torch
 
 from gpu_node.models.classifier import Classifier, PageReading
+from gpu_node.models.device_inputs import host_images
 from gpu_node.models.images import RGBArray, rotate
 from gpu_node.models.ocr import (
     GreyArray,
@@ -209,6 +211,25 @@ class PageOrienter:
                 r._replace(orientation=o)
                 for r, o in zip(readings, self.tiles.detect(images), strict=True)
             ]
+        return self._doubtful_by_text(readings, lambda picked: [images[i] for i in picked])
+
+    def read_pages(self, pages: Sequence[torch.Tensor]) -> list[PageReading]:
+        """`read` of pages already on the models' device, uint8 (3, H, W) each: their
+        inputs made there, a batch at a time (gpu_node/models/device_inputs.py); only
+        the doubtful pages come back to the host, for the text method."""
+        if not pages:
+            return []
+        if not self.by_model:
+            return [PageReading(None, r) for r in self._text().detect(host_images(pages))]
+        readings = self.model.read_batch(self.model.make_inputs(pages))
+        if self.tiles is not None:
+            found = self.tiles.detect_batch(*self.tiles.make_tiles(pages))
+            readings = [r._replace(orientation=o) for r, o in zip(readings, found, strict=True)]
+        return self._doubtful_by_text(readings, lambda picked: host_images(pages, picked))
+
+    def _doubtful_by_text(
+        self, readings: list[PageReading], images_of: Callable[[list[int]], list[RGBArray]]
+    ) -> list[PageReading]:
         doubtful = [
             i
             for i, r in enumerate(readings)
@@ -218,10 +239,10 @@ class PageOrienter:
             # The text method decides these: its confidence (a margin between angles) and
             # the model's calibrated probability are on different scales, so comparing
             # them would pick a winner at random.
-            by_text = self._text().detect([images[i] for i in doubtful])
+            by_text = self._text().detect(images_of(doubtful))
             for i, result in zip(doubtful, by_text, strict=True):
                 readings[i] = readings[i]._replace(orientation=result)
-        log.debug("orientation: %d pages, %d doubtful", len(images), len(doubtful))
+        log.debug("orientation: %d pages, %d doubtful", len(readings), len(doubtful))
         return readings
 
     def detect(self, images: Sequence[RGBArray]) -> list[OrientationResult]:

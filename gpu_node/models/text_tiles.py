@@ -35,6 +35,7 @@ import torch
 from PIL import Image
 
 from gpu_node.models.device import DeviceChoice
+from gpu_node.models.device_inputs import tiles_batch
 from gpu_node.models.images import RGBArray
 from gpu_node.models.prepared import PreparedInputs
 from schemas.pages import OrientationResult, Rotation
@@ -149,6 +150,29 @@ def page_answer(
     return k, confidence
 
 
+def page_answers(
+    tile_logits: torch.Tensor, counts: torch.Tensor, scale: float, full: int = TILES_PER_PAGE
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`page_answer` of every page at once: the tiles of page i are the counts[i] rows
+    after those of pages before it. Returns each page's turn index and confidence."""
+    n = len(counts)
+    device = tile_logits.device
+    counts = counts.to(device)
+    logp = torch.log_softmax(tile_logits.float(), dim=1)
+    page = torch.repeat_interleave(torch.arange(n, device=device), counts)
+    have = counts.clamp(min=1).float()
+    mean = torch.zeros((n, len(ROTATIONS)), device=device).index_add_(0, page, logp) / have[:, None]
+    shrink = torch.clamp(counts.float() / full, max=1.0) * scale
+    probs = torch.softmax(mean * shrink[:, None], dim=1)
+    k = probs.argmax(dim=1)
+    confidence = probs.gather(1, k[:, None])[:, 0]
+    agree = (logp.argmax(dim=1) == k[page]).float()
+    votes = torch.zeros(n, device=device).index_add_(0, page, agree) / have
+    confidence = torch.where(votes < MAJORITY, torch.minimum(confidence, votes), confidence)
+    none = counts == 0
+    return torch.where(none, 0, k), torch.where(none, 0.0, confidence)
+
+
 class TextTiles:
     """The orientation model: tiles of each page through one small CNN."""
 
@@ -208,6 +232,29 @@ class TextTiles:
             )
             parts.append(self.model(batch).float().cpu())
         return torch.cat(parts)
+
+    def make_tiles(self, pages: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The tiles of pages already on the model's device, uint8 (3, H, W) each, and
+        their count per page: what `tiles` and `tiles_input` make of each page, in one
+        batch (gpu_node/models/device_inputs.py)."""
+        return tiles_batch(pages, long_side=self.long_side, tile=self.tile,
+                           limit=self.tiles_per_page, ink_range=_INK_RANGE,
+                           min_edges=_MIN_EDGES, ink_contrast=_INK_CONTRAST)  # fmt: skip
+
+    @torch.inference_mode()
+    def detect_batch(self, tiles: torch.Tensor, counts: torch.Tensor) -> list[OrientationResult]:
+        """`detect` of tiles already made (`make_tiles`): the model on the device, the
+        pages' answers there too, one copy back to the host."""
+        parts = [
+            self.model(tiles[start : start + _BATCH].to(self.device.device, self.device.dtype))
+            for start in range(0, len(tiles), _BATCH)
+        ]
+        logits = torch.cat(parts) if parts else torch.zeros((0, len(ROTATIONS)))
+        turns, confidences = page_answers(logits, counts, self.scale, self.tiles_per_page)
+        return [
+            OrientationResult.for_rotation(ROTATIONS[k], round(c, 4), method="cnn")
+            for k, c in zip(turns.tolist(), confidences.tolist(), strict=True)
+        ]
 
     def detect(self, images: Sequence[RGBArray]) -> list[OrientationResult]:
         """The clockwise rotation that makes each page upright, with its confidence."""

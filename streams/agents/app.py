@@ -43,7 +43,7 @@ from streams.agents.route import Router
 from streams.blobs import BlobStore
 from streams.kafka.dead_letters import DeadLetters
 from streams.kafka.envelope import Origin, Outgoing, tick
-from streams.media.raster import Budget
+from streams.media.raster import Budget, PageEncoding
 from streams.media.sandbox import Abandon, RendererPool
 from streams.settings import Settings
 from streams.telemetry import tracing
@@ -132,6 +132,7 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
                                counter=metrics.dead_letters, blobs=blobs)  # fmt: skip
     ingest = Ingest(topo, blobs, dead_letters=dead_letters, renderer=renderer,
                     max_pixels=agents.max_page_pixels, budget=budget,
+                    encoding=PageEncoding(agents.page_format, agents.page_jpeg_quality),
                     progress=agents.progress_events)  # fmt: skip
     route = Router(topo, min_confidence=agents.min_confidence,
                    progress=agents.progress_events)  # fmt: skip

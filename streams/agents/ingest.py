@@ -40,6 +40,7 @@ from streams.client.submit import stable_doc_id
 from streams.faults import OutputTooLargeError, is_worlds_fault
 from streams.kafka.dead_letters import DeadLetters
 from streams.kafka.envelope import Origin, Outgoing, error_message, next_record
+from streams.media.raster import PNG_PAGES, PageEncoding
 from streams.media.render_child import RenderJob, TextLayerRead
 from streams.media.sandbox import Abandon, Renderer, RendererPool
 from streams.routing import next_step
@@ -61,6 +62,7 @@ class Ingest:
         renderer: Renderer | RendererPool,
         max_pixels: int,
         budget: media.Budget,
+        encoding: PageEncoding = PNG_PAGES,
         progress: bool = False,
     ) -> None:
         self.progress = progress  # also write docs.progress (streams/agents/progress.py)
@@ -72,6 +74,7 @@ class Ingest:
         self.renderer = renderer
         self.max_pixels = max_pixels
         self.budget = budget
+        self.encoding = encoding
 
     def handle(self, origin: Origin, abandon: Abandon | None = None) -> list[Outgoing]:
         """The records of `origin`; its render gives up once `abandon` is abandoned."""
@@ -112,7 +115,8 @@ class Ingest:
                         text_layer=self._text_layer_mode(sub),
                         target_px=sub.options.target_px if reading else None,
                         layout=sub.options.layout,
-                        keep_headers=sub.options.keep_headers)  # fmt: skip
+                        keep_headers=sub.options.keep_headers,
+                        encoding=self.encoding)  # fmt: skip
         text_pages: list[TextPage] = []
         images: dict[int, BlobRef] = {}
         for item in self.renderer.pages(job, abandon):
@@ -121,7 +125,7 @@ class Ingest:
                 continue
             stored = self.blobs.put(item.png)  # one page at a time: none is held on to
             images[item.page_no] = BlobRef(uri=stored.uri, sha256=stored.sha256,
-                                           media_type="image/png",
+                                           media_type=item.media_type,
                                            size_bytes=stored.size_bytes, width=item.width,
                                            height=item.height)  # fmt: skip
         mode = sub.options.text_layer

@@ -1,4 +1,5 @@
-"""Rasterizing for the ingest agent: an upload becomes upright page images, a PNG a page.
+"""Rasterizing for the ingest agent: an upload becomes upright page images, one a page
+(PNG unless PAGESTREAM_AGENTS__PAGE_FORMAT says JPEG: streams/media/encoding.py).
 
 Everything here is a pure function of the uploaded bytes and the limits, so
 tests need no broker and the agent can move the CPU work off its event loop: into
@@ -39,7 +40,6 @@ import io
 import math
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict, Unpack, cast
 
 import pymupdf
@@ -47,6 +47,7 @@ from PIL import Image, ImageFile, ImageOps
 
 from reading.mupdf import page_dpi, pixels_at, raise_if_out_of_memory
 from streams.media.budget import UNLIMITED, Budget
+from streams.media.encoding import PNG_PAGES, PageEncoding, PageImage, encode_page
 from streams.media.errors import (
     CorruptImageError,
     CorruptPdfError,
@@ -59,22 +60,17 @@ from streams.media.errors import (
 from streams.media.pdf import open_pdf
 from streams.media.sniff import PDF, pil_format, sniff
 
-# The budget is re-exported: callers took it from here before it had a module of its own.
-__all__ = ["UNLIMITED", "Budget", "PageImage", "PageOptions", "iter_pages", "split_pages"]
+# The budget and the page image are re-exported: callers took them from here before
+# they had modules of their own.
+__all__ = [
+    "PNG_PAGES", "UNLIMITED", "Budget", "PageEncoding", "PageImage", "PageOptions",
+    "iter_pages", "split_pages",
+]  # fmt: skip
 
 _MULTI_PAGE = frozenset({"image/tiff", "image/gif"})
 _WHITE = (255, 255, 255)
 _MAX_UPSCALE = 4.0
 _MIN_UPSCALE = 1.1  # a resample for less than this gains nothing
-
-
-@dataclass(frozen=True)
-class PageImage:
-    png: bytes
-    width: int
-    height: int
-    page_no: int  # 1-based
-    source_media_type: str
 
 
 class PageOptions(TypedDict):
@@ -86,6 +82,7 @@ class PageOptions(TypedDict):
     render: NotRequired[Collection[int] | None]
     budget: NotRequired[Budget]
     target_px: NotRequired[int | None]
+    encoding: NotRequired[PageEncoding]
 
 
 def split_pages(data: bytes, **options: Unpack[PageOptions]) -> list[PageImage]:
@@ -102,8 +99,10 @@ def iter_pages(
     render: Collection[int] | None = None,
     budget: Budget = UNLIMITED,
     target_px: int | None = None,
+    encoding: PageEncoding = PNG_PAGES,
 ) -> Iterator[PageImage]:
-    """One upright RGB PNG per page of `data` (a PDF or a supported image), in order.
+    """One upright RGB page image (PNG, or as `encoding` says) per page of `data` (a PDF
+    or a supported image), in order.
 
     PDF pages are rendered at `dpi`, or with `target_px` at the resolution that makes
     their long side `target_px` pixels (pdf.page_dpi); images keep their own resolution,
@@ -120,10 +119,11 @@ def iter_pages(
     media_type = sniff(data)
     if media_type == PDF:
         pages = _iter_pdf(data, dpi=dpi, max_pages=max_pages, max_pixels=max_pixels,
-                          render=render, budget=budget, target_px=target_px)  # fmt: skip
+                          render=render, budget=budget, target_px=target_px,
+                          encoding=encoding)  # fmt: skip
     else:
         pages = _iter_image(data, media_type, max_pages=max_pages, max_pixels=max_pixels,
-                            budget=budget, target_px=target_px)  # fmt: skip
+                            budget=budget, target_px=target_px, encoding=encoding)  # fmt: skip
     yield from budget.tally(pages)
 
 
@@ -136,6 +136,7 @@ def _iter_pdf(
     render: Collection[int] | None,
     budget: Budget,
     target_px: int | None,
+    encoding: PageEncoding = PNG_PAGES,
 ) -> Iterator[PageImage]:
     with open_pdf(data, dpi=dpi, max_pages=max_pages, max_pixels=max_pixels,
                   target_px=target_px) as doc:  # fmt: skip
@@ -152,13 +153,16 @@ def _iter_pdf(
         at = f"{dpi} dpi" if target_px is None else f"{target_px} px on their long side"
         budget.check_pixels(pixels, f"the {len(wanted)} PDF pages to render at {at}")
         for i in wanted:
-            yield _render_pdf_page(doc, i, count, dpi=dpis[i], max_pixels=max_pixels)
+            yield _render_pdf_page(doc, i, count, dpi=dpis[i], max_pixels=max_pixels,
+                                   encoding=encoding)  # fmt: skip
 
 
 # --- PDF ----------------------------------------------------------------------------
 
 
-def _render_pdf_page(doc: Any, index: int, count: int, *, dpi: int, max_pixels: int) -> PageImage:
+def _render_pdf_page(
+    doc: Any, index: int, count: int, *, dpi: int, max_pixels: int, encoding: PageEncoding
+) -> PageImage:
     try:
         pix = doc[index].get_pixmap(dpi=dpi, colorspace=pymupdf.csRGB, alpha=False)
         size = (int(pix.width), int(pix.height))
@@ -176,7 +180,7 @@ def _render_pdf_page(doc: Any, index: int, count: int, *, dpi: int, max_pixels: 
         raise CorruptPdfError(
             f"corrupt PDF: page {index + 1} of {count} cannot be rendered ({type(exc).__name__})"
         ) from None
-    return _page(image, index + 1, PDF)
+    return encode_page(image, index + 1, PDF, encoding)
 
 
 # --- images -------------------------------------------------------------------------
@@ -190,6 +194,7 @@ def _iter_image(
     max_pixels: int,
     budget: Budget,
     target_px: int | None,
+    encoding: PageEncoding = PNG_PAGES,
 ) -> Iterator[PageImage]:
     if ImageFile.LOAD_TRUNCATED_IMAGES:
         raise UnsafePillowConfigError(
@@ -212,7 +217,7 @@ def _iter_image(
                 im.seek(index)
                 upright = ImageOps.exif_transpose(im)
                 rgb = _scaled_up(_to_rgb(upright, media_type), target_px, max_pixels)
-                page = _page(rgb, index + 1, media_type)
+                page = encode_page(rgb, index + 1, media_type, encoding)
             yield page
 
 
@@ -362,20 +367,3 @@ def _translate(exc: Exception, media_type: str, where: str) -> MediaError:
     if "truncated" in text.lower() or isinstance(exc, EOFError):
         return CorruptImageError(f"corrupt {media_type}: {where} is truncated ({name})")
     return CorruptImageError(f"corrupt {media_type}: {where} cannot be decoded ({name})")
-
-
-def _page(image: Image.Image, page_no: int, media_type: str) -> PageImage:
-    # Pillow's PNG writer copies ICC profiles and transparency from .info.
-    image.info = {}
-    buf = io.BytesIO()
-    # zlib level 1: four times faster than Pillow's default (6) on scanned and rendered
-    # pages and about as small (noise and halftones barely compress at any level); the
-    # page is encoded once here and decoded once on the GPU node.
-    image.save(buf, format="PNG", compress_level=1)
-    return PageImage(
-        png=buf.getvalue(),
-        width=image.width,
-        height=image.height,
-        page_no=page_no,
-        source_media_type=media_type,
-    )

@@ -36,7 +36,7 @@ from schemas import Layout, TextLayer
 from streams.media.budget import Budget
 from streams.media.errors import MediaError
 from streams.media.pdf import read_text_layer
-from streams.media.raster import PageImage, iter_pages
+from streams.media.raster import PNG_PAGES, PageEncoding, PageImage, iter_pages
 from streams.media.sniff import PDF, sniff
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,7 @@ class RenderJob:
     target_px: int | None = None
     layout: Layout = Layout.fast  # how the text layer's Markdown is laid out
     keep_headers: bool = False
+    encoding: PageEncoding = PNG_PAGES  # how page images are written (PAGE_FORMAT)
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def paginate(job: RenderJob) -> Iterator[TextLayerRead | PageImage]:
     render = pages_to_render(text, job.text_layer) if job.text_layer is not None else None
     yield from iter_pages(job.data, dpi=job.dpi, max_pages=job.max_pages,
                           max_pixels=job.max_pixels, render=render, budget=job.budget,
-                          target_px=job.target_px)  # fmt: skip
+                          target_px=job.target_px, encoding=job.encoding)  # fmt: skip
 
 
 _M_ARENA_MAX = -8  # glibc's mallopt parameter

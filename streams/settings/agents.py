@@ -4,6 +4,7 @@ webhooks, deliver and their consumer group."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr
 
@@ -26,6 +27,12 @@ class AgentSettings(BaseModel):
     # A4 pages at 400 dpi, or 270 at 200 dpi.
     max_document_pixels: int = Field(default=1_000_000_000, gt=0)
     max_document_bytes: int = Field(default=1024**3, gt=0)
+    # How page images are written (streams/media/raster.py, PageEncoding): "png", lossless,
+    # or "jpeg" at page_jpeg_quality, which a GPU node decodes on the GPU (nvjpeg) where
+    # it decodes PNG on its CPUs. PNG until bench/quality shows JPEG loses nothing
+    # (docs/benchmarks.md).
+    page_format: Literal["png", "jpeg"] = "png"
+    page_jpeg_quality: int = Field(default=92, ge=50, le=100)
     # Uploads are rendered in a child process (streams/media/sandbox.py): past this wall-clock
     # time per document it is killed and the document dead-lettered. The default gives
     # a 1 Gpx document about 8x what this takes on one core.

@@ -26,7 +26,7 @@ from streams.agents.ingest import Ingest
 from streams.blobs import BlobStore
 from streams.kafka.dead_letters import DeadLetters
 from streams.kafka.envelope import Origin
-from streams.media.raster import Budget
+from streams.media.raster import Budget, PageEncoding
 from streams.media.sandbox import Abandon, RenderAbandonedError, Renderer
 from streams.topics import DLQ, GPU_CLASSIFY, GPU_ORIENT, RAW, RESULTS, WEBHOOKS, Topology
 from synth.pdf import images_to_pdf
@@ -68,6 +68,17 @@ def ingest(tmp_path: Path, renderer: Renderer) -> Ingest:
     budget = Budget(max_pixels=10**9, max_bytes=10**9)
     return Ingest(TOPO, BlobStore(str(tmp_path / "blobs")), dead_letters=DEAD_LETTERS,
                   renderer=renderer, max_pixels=10_000_000, budget=budget)  # fmt: skip
+
+
+def test_pages_are_written_in_the_page_format_and_say_so(ingest: Ingest, tmp_path: Path) -> None:
+    # PAGESTREAM_AGENTS__PAGE_FORMAT=jpeg: the render process writes JPEG (which a GPU
+    # node decodes with nvjpeg), and the page's reference names it.
+    ingest.encoding = PageEncoding("jpeg", 90)
+    (out,) = ingest.handle(_origin(_submitted(_png(), doc_id="d-jpeg", operation="classify")))
+    page = decode(PageState, out.value)
+    assert page.image.media_type == "image/jpeg"
+    stored = ingest.blobs.get(page.image.uri, expected_sha256=page.image.sha256)
+    assert stored.startswith(b"\xff\xd8\xff")
 
 
 def test_an_image_becomes_one_page_on_the_first_stage(ingest: Ingest) -> None:
