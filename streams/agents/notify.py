@@ -5,8 +5,11 @@ batch of outputs as the result, so a document is done for them once the broker h
 both; the POST happens here, off their path: a slow receiver holds up only its own
 record, never deliver.
 
-Up to `agents.webhook_concurrency` POSTs run at once per worker (webhook.post bounds
-each attempt and retries with backoff). Inputs are acknowledged to faust by hand
+Up to `agents.webhook_concurrency` POSTs run at once per worker, and up to
+`agents.webhook_tenant_concurrency` of them for one tenant (streams/webhooks/slots.py):
+a receiver that never answers holds its tenant's slots only, and the other tenants'
+records, taken meanwhile, are POSTed past it (webhook.post bounds each attempt and
+retries with backoff). Inputs are acknowledged to faust by hand
 (`noack()`), per partition in the order taken (ack_window.Window), each only once its
 POST is done or its dead letter acknowledged: faust commits the highest offset below
 which every offset is acknowledged, so a record whose POST is still being retried
@@ -40,6 +43,7 @@ from typing import Any, cast
 
 import faust
 import httpx
+from pydantic import BaseModel
 
 from schemas import WebhookDelivery, decode, encode, headers
 from streams.agents.ack_window import InFlight, Window
@@ -52,6 +56,7 @@ from streams.webhooks import post as webhook
 from streams.webhooks.address import Resolver
 from streams.webhooks.errors import WebhookError
 from streams.webhooks.post import WebhookPolicy
+from streams.webhooks.slots import TenantSlots
 
 log = logging.getLogger(__name__)
 
@@ -90,12 +95,13 @@ class WebhookNotifier:
         )
         self._metrics = metrics
         self._handling = handling
-        self._concurrency = settings.webhook_concurrency
         self._limit = settings.max_in_flight
         self._client: httpx.AsyncClient | None = None
         self._resolver = Resolver(timeout_s=settings.webhook_resolve_timeout_s)
         self._posts: set[_Post] = set()  # taken and not settled
-        self._slots = asyncio.Semaphore(self._concurrency)  # POSTs under way
+        # POSTs under way, per tenant and in all.
+        self._slots = TenantSlots(settings.webhook_concurrency,
+                                  settings.webhook_tenant_concurrency)  # fmt: skip
 
     async def post(self, origin: Origin) -> list[Outgoing]:
         """A record's POST: nothing to send once delivered. Raises when it cannot be
@@ -124,11 +130,13 @@ class WebhookNotifier:
         return []
 
     async def _deliver(self, post: _Post) -> None:
-        """POST (or dead-letter) one record, then free its slot; never raises but for
-        cancellation (RecordHandling dead-letters what fails and retries the broker)."""
+        """POST (or dead-letter) one record in one of its tenant's slots; never raises
+        but for cancellation (RecordHandling dead-letters what fails and retries the
+        broker)."""
         started = time.perf_counter()
         try:
-            sent = await self._handling.start(STAGE, post.origin, self.post)
+            async with self._slots.hold(_tenant(post.origin)):
+                sent = await self._handling.start(STAGE, post.origin, self.post)
             emits = await self._handling.settle(STAGE, post.origin, sent)
         except asyncio.CancelledError:
             raise  # a stop, or a hand-back, which settles the record itself
@@ -137,8 +145,6 @@ class WebhookNotifier:
             self._posts.discard(post)
             post.settled.set_exception(exc)
             raise
-        finally:
-            self._slots.release()
         self._settle(post)
         self._metrics.record(AGENT, emits, time.perf_counter() - started)
 
@@ -167,7 +173,6 @@ class WebhookNotifier:
                         "again here", len(pending), type(exc).__name__)  # fmt: skip
             loop = asyncio.get_running_loop()
             for post in pending:
-                await self._slots.acquire()
                 post.task = loop.create_task(self._deliver(post))
             return
         log.info("notify: %d webhook records under way handed back to %s", len(pending),
@@ -191,8 +196,9 @@ class WebhookNotifier:
         try:
             async for event in manual.events():
                 origin = Origin.from_faust_event(event)
+                # No wait for a POST slot here: a record waits for its tenant's in its
+                # own task, and the next record, another tenant's maybe, is taken.
                 await room.acquire()
-                await self._slots.acquire()
                 post = _Post(origin)
                 post.task = loop.create_task(self._deliver(post))
                 self._posts.add(post)
@@ -210,3 +216,23 @@ class WebhookNotifier:
             for post in list(self._posts):
                 if post.task is not None:
                     post.task.cancel()
+
+
+class _Owner(BaseModel):
+    tenant: str | None = None
+
+
+class _Addressee(BaseModel):
+    """What the slots need of a WebhookDelivery: whose result it is."""
+
+    result: _Owner
+
+
+def _tenant(origin: Origin) -> str | None:
+    """The record's tenant, read without building the result (post() decodes it whole,
+    and dead-letters a record that is not a WebhookDelivery; such a record takes the
+    slots of records without a tenant)."""
+    try:
+        return _Addressee.model_validate_json(origin.value or b"").result.tenant
+    except ValueError:  # pydantic's ValidationError: not a WebhookDelivery
+        return None

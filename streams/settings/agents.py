@@ -71,9 +71,12 @@ class AgentSettings(BaseModel):
     # Bound of one look-up of a callback's host name (within webhook_timeout_s): a name
     # whose DNS does not answer by then fails the attempt, which is retried.
     webhook_resolve_timeout_s: float = Field(default=5.0, gt=0)
-    # POSTs the notify agent makes at once per worker (a slow receiver holds one of
-    # them for up to webhook_attempts x webhook_timeout_s, plus backoff).
-    webhook_concurrency: int = Field(default=8, ge=1)
+    # POSTs the notify agent makes at once per worker, and at most
+    # webhook_tenant_concurrency of them for one tenant: a receiver that never answers
+    # holds one for up to webhook_attempts x webhook_timeout_s (plus backoff), and holds
+    # up only its own tenant's webhooks (streams/webhooks/slots.py).
+    webhook_concurrency: int = Field(default=64, ge=1)
+    webhook_tenant_concurrency: int = Field(default=8, ge=1)
     # One small record on docs.progress each time a page moves (`pagestream status`).
     progress_events: bool = True
     # route and deliver take further records while the broker acknowledges the outputs

@@ -1,0 +1,93 @@
+"""Webhook slots per tenant, through the real broker and a real `pagestream agents` worker.
+
+Before: all tenants shared the worker's POST slots (webhook_concurrency), so eight
+callbacks of one tenant to a receiver that accepts and never answers held every slot
+for webhook_attempts x webhook_timeout_s, and every other tenant's webhooks waited.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from schemas import (
+    ClassificationResult,
+    DocumentResult,
+    DocumentType,
+    Operation,
+    Options,
+    PageState,
+    Stage,
+    decode,
+)
+from streams.admin import dlq
+from streams.settings import Settings
+from streams.topics import PAGES_DONE, Topology
+from tests.support import agents as support
+from tests.support.pages import produce_pages
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+SECRET = "webhook-test-secret"
+TENANT_SLOTS = 2
+WORKER_SLOTS = 8  # the worker's bound before (and its default before per-tenant slots)
+
+
+def _done_page(make_page, doc_id: str, tenant: str, callback: str) -> PageState:  # type: ignore[no-untyped-def]
+    """A one-page document of `tenant` whose stages are all done, as route sends it to
+    docs.pages.done: deliver ends it and writes its webhook record."""
+    page: PageState = make_page(Image.new("RGB", (32, 32), "white"), doc_id=doc_id,
+                                operation=Operation.classify, tenant=tenant,
+                                options=Options(auto_rotate=False), callback=callback)  # fmt: skip
+    classified = ClassificationResult(document_type=DocumentType.letter, confidence=0.9)
+    return page.model_copy(update={"last_stage": Stage.classify, "classification": classified})
+
+
+def _wait(what: str, done: Callable[[], bool], timeout_s: float = 90) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def test_a_silent_receiver_of_one_tenant_leaves_the_other_tenants_webhooks_on_time(
+    cli_env: Settings, topology: Topology, make_page, tmp_path: Path
+) -> None:
+    settings = cli_env
+    # Attempts that would hang for ten minutes: whatever B gets, it gets while every
+    # one of A's POSTs is still waiting for its answer.
+    env = {"WEBHOOK_SECRET": SECRET, "WEBHOOK_ALLOW_PRIVATE": "true",
+           "WEBHOOK_TIMEOUT_S": "600", "WEBHOOK_ATTEMPTS": "1",
+           "WEBHOOK_CONCURRENCY": str(WORKER_SLOTS),
+           "WEBHOOK_TENANT_CONCURRENCY": str(TENANT_SLOTS)}  # fmt: skip
+    with support.webhook_receiver() as silent, support.webhook_receiver() as answering:
+        silent.silent.add("/a")
+        # More of A's callbacks than the worker has slots.
+        a_docs = [f"a-{i}" for i in range(WORKER_SLOTS + 2)]
+        a_pages = [_done_page(make_page, d, "tenant-a", silent.at("/a")) for d in a_docs]
+        produce_pages(settings, topology.name(PAGES_DONE), a_pages)
+        worker = support.start_worker(tmp_path / "agents.log", **env)
+        try:
+            _wait("A's POSTs reach its silent receiver", lambda: len(silent.held) >= TENANT_SLOTS)
+            b_docs = [f"b-{i}" for i in range(3)]
+            b_pages = [_done_page(make_page, d, "tenant-b", answering.url) for d in b_docs]
+            produce_pages(settings, topology.name(PAGES_DONE), b_pages)
+            _wait("B's webhooks, while A's receiver stays silent",
+                  lambda: len(answering.received) >= len(b_docs))  # fmt: skip
+            # A's POSTs are all still waiting: none failed, none was dead-lettered, and
+            # A never held more than its own slots.
+            assert len(silent.held) == TENANT_SLOTS
+            assert not silent.received
+            assert worker.metric("pagestream_agent_webhooks_total", outcome="failed") == 0
+            assert not dlq.list_dead(settings, dlq.Filter(stage="webhook"))
+            posted = sorted(decode(DocumentResult, r.body).doc_id for r in answering.received)
+            assert posted == b_docs
+            assert all(decode(DocumentResult, r.body).tenant == "tenant-b"
+                       for r in answering.received)  # fmt: skip
+            assert worker.poll() is None, worker.tail()
+        finally:
+            worker.stop()
