@@ -27,6 +27,7 @@ from schemas import (
 from streams.admin import dlq
 from streams.settings import Settings
 from streams.topics import PAGES_DONE, Topology
+from tests.integration.conftest import PageFactory
 from tests.support import agents as support
 from tests.support.pages import produce_pages
 
@@ -37,7 +38,7 @@ TENANT_SLOTS = 2
 WORKER_SLOTS = 8  # the worker's bound before (and its default before per-tenant slots)
 
 
-def _done_page(make_page, doc_id: str, tenant: str, callback: str) -> PageState:  # type: ignore[no-untyped-def]
+def _done_page(make_page: PageFactory, doc_id: str, tenant: str, callback: str) -> PageState:
     """A one-page document of `tenant` whose stages are all done, as route sends it to
     docs.pages.done: deliver ends it and writes its webhook record."""
     page: PageState = make_page(Image.new("RGB", (32, 32), "white"), doc_id=doc_id,
@@ -55,22 +56,22 @@ def _wait(what: str, done: Callable[[], bool], timeout_s: float = 90) -> None:
 
 
 def test_a_silent_receiver_of_one_tenant_leaves_the_other_tenants_webhooks_on_time(
-    cli_env: Settings, topology: Topology, make_page, tmp_path: Path
+    cli_env: Settings, topology: Topology, make_page: PageFactory, tmp_path: Path
 ) -> None:
     settings = cli_env
-    # Attempts that would hang for ten minutes: whatever B gets, it gets while every
-    # one of A's POSTs is still waiting for its answer.
-    env = {"WEBHOOK_SECRET": SECRET, "WEBHOOK_ALLOW_PRIVATE": "true",
-           "WEBHOOK_TIMEOUT_S": "600", "WEBHOOK_ATTEMPTS": "1",
-           "WEBHOOK_CONCURRENCY": str(WORKER_SLOTS),
-           "WEBHOOK_TENANT_CONCURRENCY": str(TENANT_SLOTS)}  # fmt: skip
     with support.webhook_receiver() as silent, support.webhook_receiver() as answering:
         silent.silent.add("/a")
         # More of A's callbacks than the worker has slots.
         a_docs = [f"a-{i}" for i in range(WORKER_SLOTS + 2)]
         a_pages = [_done_page(make_page, d, "tenant-a", silent.at("/a")) for d in a_docs]
         produce_pages(settings, topology.name(PAGES_DONE), a_pages)
-        worker = support.start_worker(tmp_path / "agents.log", **env)
+        # Attempts that would hang for ten minutes: whatever B gets, it gets while every
+        # one of A's POSTs is still waiting for its answer.
+        worker = support.start_worker(
+            tmp_path / "agents.log", WEBHOOK_SECRET=SECRET, WEBHOOK_ALLOW_PRIVATE="true",
+            WEBHOOK_TIMEOUT_S="600", WEBHOOK_ATTEMPTS="1",
+            WEBHOOK_CONCURRENCY=str(WORKER_SLOTS), WEBHOOK_TENANT_CONCURRENCY=str(TENANT_SLOTS),
+        )  # fmt: skip
         try:
             _wait("A's POSTs reach its silent receiver", lambda: len(silent.held) >= TENANT_SLOTS)
             b_docs = [f"b-{i}" for i in range(3)]
