@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -24,15 +23,6 @@ from tests.support.pages import read_committed
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 OCR = {"operation": "ocr", "auto_rotate": "false", "text_layer": "only"}
-
-
-@pytest.fixture
-def worker(cli_env: Settings, topology: Topology, tmp_path: Path) -> Iterator[support.Worker]:
-    proc = support.start_worker(tmp_path / "agents.log")
-    try:
-        yield proc
-    finally:
-        proc.stop()
 
 
 def _upload(

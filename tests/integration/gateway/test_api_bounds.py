@@ -17,7 +17,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -41,15 +41,6 @@ from tests.support.pages import produce
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 MB = 1024 * 1024
-
-
-@pytest.fixture
-def worker(cli_env: Settings, topology: Topology, tmp_path: Path) -> Iterator[support.Worker]:
-    proc = support.start_worker(tmp_path / "agents.log")
-    try:
-        yield proc
-    finally:
-        proc.stop()
 
 
 def _proc_status(api: Api, field: str) -> int:
