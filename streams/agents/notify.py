@@ -43,9 +43,8 @@ from typing import Any, cast
 
 import faust
 import httpx
-from pydantic import BaseModel
 
-from schemas import WebhookDelivery, decode, encode, headers
+from schemas import RecordError, WebhookDelivery, decode, encode, headers
 from streams.agents.ack_window import InFlight, Window
 from streams.agents.failure_policy import RecordHandling
 from streams.agents.metrics import AgentMetrics
@@ -103,15 +102,17 @@ class WebhookNotifier:
         self._slots = TenantSlots(settings.webhook_concurrency,
                                   settings.webhook_tenant_concurrency)  # fmt: skip
 
-    async def post(self, origin: Origin) -> list[Outgoing]:
-        """A record's POST: nothing to send once delivered. Raises when it cannot be
-        delivered, and RecordHandling makes the record a dead letter with the reason."""
+    async def post(self, origin: Origin, delivery: WebhookDelivery | None = None) -> list[Outgoing]:
+        """A record's POST (`delivery`: the record already decoded): nothing to send once
+        delivered. Raises when it cannot be delivered, and RecordHandling makes the
+        record a dead letter with the reason."""
         try:
             if self._secret is None:
                 raise WebhookError(
                     "a callback was given but PAGESTREAM_AGENTS__WEBHOOK_SECRET is not set"
                 )
-            delivery = decode(WebhookDelivery, origin.value)
+            if delivery is None:
+                delivery = decode(WebhookDelivery, origin.value)
             if self._client is None:
                 # Created on the agent's loop. No proxies from the environment: webhook.post
                 # connects to checked addresses, and a proxy would be handed the address.
@@ -135,8 +136,15 @@ class WebhookNotifier:
         broker)."""
         started = time.perf_counter()
         try:
-            async with self._slots.hold(_tenant(post.origin)):
-                sent = await self._handling.start(STAGE, post.origin, self.post)
+            # Decoded once, here, for its tenant's slots; a record that is not a
+            # WebhookDelivery takes the slots of records without a tenant, and post()
+            # raises its decoding error for RecordHandling to dead-letter.
+            delivery = _delivery(post.origin)
+            tenant = delivery.result.tenant if delivery is not None else None
+            async with self._slots.hold(tenant):
+                sent = await self._handling.start(
+                    STAGE, post.origin, lambda origin: self.post(origin, delivery)
+                )
             emits = await self._handling.settle(STAGE, post.origin, sent)
         except asyncio.CancelledError:
             raise  # a stop, or a hand-back, which settles the record itself
@@ -218,21 +226,8 @@ class WebhookNotifier:
                     post.task.cancel()
 
 
-class _Owner(BaseModel):
-    tenant: str | None = None
-
-
-class _Addressee(BaseModel):
-    """What the slots need of a WebhookDelivery: whose result it is."""
-
-    result: _Owner
-
-
-def _tenant(origin: Origin) -> str | None:
-    """The record's tenant, read without building the result (post() decodes it whole,
-    and dead-letters a record that is not a WebhookDelivery; such a record takes the
-    slots of records without a tenant)."""
+def _delivery(origin: Origin) -> WebhookDelivery | None:
     try:
-        return _Addressee.model_validate_json(origin.value or b"").result.tenant
-    except ValueError:  # pydantic's ValidationError: not a WebhookDelivery
+        return decode(WebhookDelivery, origin.value)
+    except RecordError:
         return None

@@ -65,7 +65,7 @@ class _Posts:
             self.gates[key] = asyncio.get_running_loop().create_future()
         return self.gates[key]
 
-    async def post(self, origin: Origin) -> list[Outgoing]:
+    async def post(self, origin: Origin, _delivery: object = None) -> list[Outgoing]:
         self.running += 1
         self.most = max(self.most, self.running)
         try:
