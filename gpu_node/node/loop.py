@@ -3,7 +3,8 @@
 One iteration (`GpuNode.step`):
 1. `consume()` up to max_batch records from the four work topics (as many as have
    arrived: the batch grows with the backlog, see `_take`); each record gets a slot in its
-   partition's offset order (ordering.py) and its image fetch starts in a thread pool.
+   partition's offset order (ordering.py) and its image fetch starts in a thread pool
+   (inputs.py: the page read, checked and decoded or made ready for the device).
 2. The oldest waiting batch of synchronous stages (orient, classify, ocr; stages.py)
    runs on the compute thread, one model call per stage, while the next batch's
    images are being fetched.
@@ -38,12 +39,11 @@ from confluent_kafka import Consumer, KafkaException, Message, Producer
 from prometheus_client import CollectorRegistry
 
 from gpu_node.extraction.engines import Engines
-from gpu_node.models.images import RGBArray, decode_image
-from gpu_node.models.orientation import correct
 from gpu_node.models.registry import ModelRegistry
 from gpu_node.node.background import BackgroundLoop
 from gpu_node.node.engine_scheduler import EngineScheduler
 from gpu_node.node.http import Health, start_http
+from gpu_node.node.inputs import PageInputs
 from gpu_node.node.memory import MemoryRelease
 from gpu_node.node.metrics import NodeMetrics
 from gpu_node.node.ordering import OffsetOrder, TopicPartitionKey
@@ -89,7 +89,7 @@ class GpuNode:
         self.models = models
         self.engines = engines
         self.blobs = blobs
-        self.max_image_pixels = max_image_pixels
+        self.inputs = PageInputs(blobs, models, max_pixels=max_image_pixels)
         self.metrics = NodeMetrics(metrics_registry or CollectorRegistry())
         self.stage_of_topic = {topology.name(WORK_BY_STAGE[s.value]): s for s in Stage}
         # Topics whose records can go to the engine scheduler (gpu.ocr too when a VLM
@@ -115,7 +115,7 @@ class GpuNode:
         self._memory = MemoryRelease()
         # Records a poll handed over while the node waited for a batch (_hold_while_computing).
         self._early: list[Message] = []
-        self._stages = SyncStages(models, self.metrics)
+        self._stages = SyncStages(models, self.metrics, self.inputs)
         self.outcomes = Outcomes(
             settings,
             self.order,
@@ -361,26 +361,13 @@ class GpuNode:
                 self.outcomes.dead_letter_origin(slot, origin, stage, exc, attempts=1)
                 continue
             task = Task(stage, slot, origin, page)
-            task.image = self._pool.submit(self._fetch, task.stage, page)
+            task.image = self._pool.submit(self.inputs.fetch, task.stage, page)
             if stage is Stage.extract or self.engines.reads_with_vlm(stage, page.options.backend):
                 self.scheduler.add(task)
             else:
                 sync.append(task)
         if sync:
             self.computing.append(self._compute.submit(self._stages.run, sync))
-
-    def _fetch(self, stage: Stage, page: PageState) -> RGBArray:
-        data = self.blobs.get(page.image.uri, expected_sha256=page.image.sha256)
-        image = decode_image(data, max_pixels=self.max_image_pixels)
-        # Stages after orient see the upright page; the stored image stays as submitted.
-        if stage is not Stage.orient and page.orientation is not None:
-            image = correct(image, page.orientation)
-        # The models' inputs, made off their thread.
-        if stage is Stage.classify:
-            self.models.classifier.prepare(image)
-        elif stage is Stage.orient:
-            self.models.prepare_orient(image)
-        return image
 
     # ---- commits ---------------------------------------------------------
 
