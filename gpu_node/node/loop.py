@@ -32,7 +32,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, Producer
@@ -287,15 +287,20 @@ class GpuNode:
         outlast it (16 pages of EasyOCR took over 300 s in bench/quality.py under load):
         blocked on the batch, the node was put out of its group, its transaction was
         fenced and the batch redone, again and again. A record a poll hands over all
-        the same (a partition assigned during the wait) is kept for the next batch."""
+        the same (a partition assigned during the wait) is kept for the next batch.
+
+        The wait is on the batch, not in the poll: a poll of paused partitions returns
+        only when its timeout ends, so polling for the whole wait held every batch to
+        whole seconds (one record a second at max_batch 1, bench.gpu_node)."""
         while self.computing and not self.computing[0].done():
             self._consumer.pause(self._consumer.assignment())
             churned = self.partitions.churned
             churned.clear()
-            got = self._consumer.consume(self.settings.max_batch, _HOLD_POLL_S)
+            got = self._consumer.consume(self.settings.max_batch, 0)
             if churned:  # revoked (and maybe given back) in this poll: fetched again later
                 self._early = [m for m in self._early if (m.topic(), m.partition()) not in churned]
             self._early.extend(got)
+            wait([self.computing[0]], timeout=_HOLD_POLL_S)
         held = self.scheduler.paused | self.partitions.retry_at.keys()
         self._consumer.resume([tp for tp in self._consumer.assignment()
                                if (tp.topic, tp.partition) not in held])  # fmt: skip
