@@ -289,21 +289,26 @@ class GpuNode:
         fenced and the batch redone, again and again. A record a poll hands over all
         the same (a partition assigned during the wait) is kept for the next batch.
 
-        The wait is on the batch, not in the poll: a poll of paused partitions returns
-        only when its timeout ends, so polling for the whole wait held every batch to
-        whole seconds (one record a second at max_batch 1, bench.gpu_node)."""
-        while self.computing and not self.computing[0].done():
+        The wait is on the batch, not in a poll, and the partitions are paused only
+        once it has lasted a poll interval of the node's own (`_HOLD_POLL_S`, far below
+        Kafka's): a poll of paused partitions returns only at its timeout, and pausing
+        drops what the client had fetched ahead, so holding every batch that way cost it
+        whole seconds, and then a fetch (bench.gpu_node: one record a second)."""
+        paused = False
+        while self.computing and not wait([self.computing[0]], timeout=_HOLD_POLL_S).done:
+            # Every time: a partition assigned in the last poll is paused too.
             self._consumer.pause(self._consumer.assignment())
+            paused = True
             churned = self.partitions.churned
             churned.clear()
             got = self._consumer.consume(self.settings.max_batch, 0)
             if churned:  # revoked (and maybe given back) in this poll: fetched again later
                 self._early = [m for m in self._early if (m.topic(), m.partition()) not in churned]
             self._early.extend(got)
-            wait([self.computing[0]], timeout=_HOLD_POLL_S)
-        held = self.scheduler.paused | self.partitions.retry_at.keys()
-        self._consumer.resume([tp for tp in self._consumer.assignment()
-                               if (tp.topic, tp.partition) not in held])  # fmt: skip
+        if paused:
+            held = self.scheduler.paused | self.partitions.retry_at.keys()
+            self._consumer.resume([tp for tp in self._consumer.assignment()
+                                   if (tp.topic, tp.partition) not in held])  # fmt: skip
 
     def _take(self, wait_s: float) -> list[Message]:
         """The next micro-batch: up to max_batch records, as many as have arrived.
