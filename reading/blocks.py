@@ -16,7 +16,7 @@ from typing import Any
 
 from pymupdf4llm.helpers.document_layout import get_plain_text
 
-from reading.tables import Rows, as_table
+from reading.tables import Rows, as_table, table_text
 from schemas.document_json import Block, DocumentBlockKind, Table, TableCell
 
 # pymupdf4llm's box classes; a class not named here (its "text", "code") is text.
@@ -57,15 +57,6 @@ def plain_text(textlines: Sequence[Any]) -> str:
     """A box's lines as one line of plain text."""
     spans = [span for line in textlines for span in line.get("spans", [])]
     return " ".join(get_plain_text(spans).split())
-
-
-def table_text(table: Table) -> str:
-    """A table's text: a row a line, its cells (those starting in the row) joined by
-    " | "."""
-    rows: list[list[str]] = [[] for _ in range(table.rows)]
-    for cell in table.cells:
-        rows[cell.row].append(cell.text)
-    return "\n".join(" | ".join(row) for row in rows)
 
 
 def _one_cell(part: str) -> Table:

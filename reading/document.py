@@ -17,9 +17,8 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Literal, get_args
 
-from reading.blocks import table_text
 from reading.chunks import DEFAULT_MAX_TOKENS, Chunker
-from reading.tables import as_table, parse
+from reading.tables import as_table, parse, table_text
 from schemas.document_json import (
     Block,
     Chunks,

@@ -237,3 +237,12 @@ def as_table(rows: Rows) -> Table:
                                    text=_text(cell), header=cell.tag == "th"))  # fmt: skip
             c += cell.colspan
     return Table(rows=len(rows), cols=max((c + 1 for _, c in taken), default=0), cells=cells)
+
+
+def table_text(table: Table) -> str:
+    """A table's text: a row a line, its cells (those starting in the row) joined by
+    " | "."""
+    rows: list[list[str]] = [[] for _ in range(table.rows)]
+    for cell in table.cells:
+        rows[cell.row].append(cell.text)
+    return "\n".join(" | ".join(row) for row in rows)

@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from gateway.answers import _build
+from gateway.answers import ANSWERS_VERSION, _build
 from schemas import DocumentResult, Operation, encode
-from schemas.pages import BlobRef, OcrResult
+from schemas.document_json import Chunks, DocumentJson, PageLayout
+from schemas.pages import BlobRef, OcrBox, OcrResult
 from schemas.results import PageResult, document_markdown
 from streams.blobs import BlobStore
 from streams.claim_check import ClaimCheck
+from streams.client.document_json import GONE
 from streams.client.results import resolved
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
@@ -72,3 +74,49 @@ def test_a_document_without_ocr_has_no_markdown_answer(store: BlobStore) -> None
     result = result.model_copy(update={"pages": [result.pages[1]]})  # no OCR, no image
     answers = _build(store, store.put(encode(result)).sha256)
     assert (answers.operation, answers.markdown, answers.images) == (Operation.classify, None, None)
+    assert (answers.document, answers.chunks) == (None, None)  # they come with ocr
+
+
+def test_an_ocr_documents_json_and_chunks_are_built_with_its_claim_checked_pages(
+    store: BlobStore,
+) -> None:
+    lines = [OcrBox(text=f"line {i}", confidence=1.0, box=[(0, i), (9, i), (9, i + 1), (0, i + 1)])
+             for i in range(2_000)]  # fmt: skip
+    dense = OcrResult(text="\n".join(b.text for b in lines), confidence=1.0, boxes=lines,
+                      layout=PageLayout(width=100, height=2_100))  # fmt: skip
+    ref = store.put(dense.model_dump_json().encode())
+    claimed = BlobRef(uri=ref.uri, sha256=ref.sha256, media_type="application/json",
+                      size_bytes=ref.size_bytes)  # fmt: skip
+    result = _result(store, Operation.ocr, markdown=True)
+    result = result.model_copy(update={"pages": [*result.pages[:1], PageResult(
+        page_no=2, ocr_ref=claimed)], "page_count": 2})  # fmt: skip
+    answers = _build(store, store.put(encode(result)).sha256)
+    assert answers.document is not None and answers.chunks is not None
+    assert answers.version == ANSWERS_VERSION
+    document = DocumentJson.model_validate_json(store.get(answers.document.uri))
+    assert (document.doc_id, document.page_count, [p.page_no for p in document.pages]) == (
+        "d", 2, [1, 2]
+    )  # fmt: skip
+    one, two = document.pages
+    assert [b.text for b in one.blocks] == []  # an OCR result without lines has no blocks
+    # The claim-checked page's lines, a text block each, fetched from the blob store.
+    assert [b.text for b in two.blocks] == [f"line {i}" for i in range(2_000)]
+    assert (two.width, two.height) == (100, 2_100)
+    chunks = Chunks.model_validate_json(store.get(answers.chunks.uri))
+    assert chunks.max_tokens == 512
+    words = [w for c in chunks.chunks for w in c.text.split()]
+    assert words == [w for i in range(2_000) for w in ("line", str(i))]
+    assert all(c.tokens <= 512 and c.page_nos == [2] for c in chunks.chunks)
+
+
+def test_a_claim_checked_page_gone_from_the_store_says_so_in_the_document(
+    store: BlobStore,
+) -> None:
+    gone = BlobRef(uri=store.uri_for("0" * 64), sha256="0" * 64, media_type="application/json",
+                   size_bytes=10)  # fmt: skip
+    result = _result(store, Operation.ocr, markdown=True)
+    result = result.model_copy(update={"pages": [PageResult(page_no=1, ocr_ref=gone)]})
+    answers = _build(store, store.put(encode(result)).sha256)
+    assert answers.document is not None
+    (page,) = DocumentJson.model_validate_json(store.get(answers.document.uri)).pages
+    assert page.error == GONE and page.blocks == []
