@@ -3,13 +3,19 @@ same result, Markdown and page images the routes answered when they built them w
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
-from gateway.answers import ANSWERS_VERSION, _build
+from gateway.answers import ANSWERS_VERSION, Answers, _build, answers_of
+from gateway.state import Gateway
+from gateway.view import View
 from schemas import DocumentResult, Operation, encode
 from schemas.document_json import Chunks, DocumentJson, PageLayout
 from schemas.pages import BlobRef, OcrBox, OcrResult
@@ -18,6 +24,7 @@ from streams.blobs import BlobStore
 from streams.claim_check import ClaimCheck
 from streams.client.document_json import GONE
 from streams.client.results import resolved
+from streams.settings import Settings
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 
@@ -120,3 +127,22 @@ def test_a_claim_checked_page_gone_from_the_store_says_so_in_the_document(
     assert answers.document is not None
     (page,) = DocumentJson.model_validate_json(store.get(answers.document.uri)).pages
     assert page.error == GONE and page.blocks == []
+
+
+def test_answers_noted_by_an_older_gateway_are_built_again_with_the_document_json(
+    store: BlobStore, tmp_path: Path
+) -> None:
+    view = View(Settings(), tmp_path / "view.sqlite", store=store)
+    result = _result(store, Operation.ocr, markdown=True)
+    view._apply_result(encode(result), time.time())
+    row = view.document("d")
+    assert row is not None and row.result_sha256 is not None
+    # What a gateway before the document JSON noted: no document, chunks or version.
+    old = _build(store, row.result_sha256).model_dump(exclude={"document", "chunks", "version"})
+    view.note_answers("d", row.result_sha256, json.dumps(old, default=str))
+    gw = cast(Gateway, SimpleNamespace(store=store, view=view))
+    answers = asyncio.run(answers_of(gw, view.document("d")))  # type: ignore[arg-type]
+    assert answers.version == ANSWERS_VERSION and answers.document is not None
+    noted = view.document("d")
+    assert noted is not None and noted.answers is not None
+    assert Answers.model_validate_json(noted.answers) == answers  # noted for the next read
