@@ -2,12 +2,7 @@
 // with its heading path, pages and size. Chunk text is untrusted document content: it is
 // set as text, never as HTML.
 
-function el(tag, attributes = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
-  node.append(...children.map((c) => (c instanceof Node ? c : String(c ?? ""))));
-  return node;
-}
+import { el } from "./dom.js";
 
 // Fills `list` (an <ol>) with the chunks of `answer` (a Chunks body); returns how many.
 export function showChunks(list, answer) {

@@ -5,10 +5,10 @@
 import { marked } from "./vendor/marked.esm.js";
 import DOMPurify from "./vendor/purify.es.mjs";
 import { showChunks } from "./chunks.js";
+import { $, el } from "./dom.js";
 
 const KEY_STORAGE = "pagestream.apiKey";
 const OPERATOR_REFRESH_MS = 10_000;
-const $ = (id) => document.getElementById(id);
 
 let following = null; // AbortController of the document being followed
 let operatorTimer = null;
@@ -62,17 +62,6 @@ async function guarded(action) {
     if (error.name === "AbortError") return;
     showMessage(error instanceof ApiError ? error.message : `Request failed: ${error.message}`);
   }
-}
-
-// --- small DOM helpers -------------------------------------------------------------------
-
-function el(tag, attributes = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes)) {
-    if (value !== undefined && value !== null) node.setAttribute(name, value);
-  }
-  node.append(...children.map((c) => (c instanceof Node ? c : String(c ?? ""))));
-  return node;
 }
 
 const when = (epochS) => new Date(epochS * 1000).toLocaleString();
