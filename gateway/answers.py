@@ -5,7 +5,10 @@ first read of an ended document builds its answers in a worker thread, page by p
 - `result`: the DocumentResult with its claim-checked pages and Markdown in place, as
   the status answers it under `result` (and the events stream, and /v1/process);
 - `markdown`: the document's Markdown (operation ocr), as its route answers it;
-- `images`: each page's image reference, for the image route.
+- `images`: each page's image reference, for the image route;
+- `document` and `chunks` (operation ocr): the document JSON and its retrieval chunks
+  (schemas/document_json.py, the default budget), written page by page in a second
+  pass over the pages, each claim-checked page's OCR result fetched as it comes.
 Each is a blob (content-addressed, so replicas that build the same answer store it
 once) and the view notes their references. Reads stream the blob in chunks from a
 worker thread: no request holds a result whole, on the event loop or off it, and four
@@ -28,13 +31,19 @@ from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 from gateway.errors import RETRY_AFTER_S, ApiError
 from gateway.state import Gateway
 from gateway.view_rows import DocumentRow
+from reading.document import outputs
 from schemas import DocumentResult, Operation, decode
 from schemas.pages import BlobRef
 from schemas.results import PageResult, page_markdown
 from streams.blobs import BlobError, BlobNotFoundError, BlobStore, BlobStoreUnavailableError
+from streams.client.document_json import document_pages
 
 _CHUNK_BYTES = 256 * 1024
 _SLACK_BYTES = 1024 * 1024  # beside the parts an answer is built of: its own fields
+
+
+# Answers noted by an older gateway lack the parts added since: they are built again.
+ANSWERS_VERSION = 2
 
 
 class Answers(BaseModel):
@@ -44,6 +53,9 @@ class Answers(BaseModel):
     result: BlobRef
     markdown: BlobRef | None = None  # None: no Markdown (not an ocr document)
     images: BlobRef | None = None  # {"page_no": BlobRef}; None: no page has an image
+    document: BlobRef | None = None  # the document JSON; None: not an ocr document
+    chunks: BlobRef | None = None  # its chunks (schemas.document_json.Chunks)
+    version: int = 1  # ANSWERS_VERSION of the build
 
 
 # The builds under way, per document and result: concurrent first reads share one.
@@ -53,7 +65,9 @@ _building: dict[tuple[str, str], asyncio.Future[Answers]] = {}
 async def answers_of(gw: Gateway, row: DocumentRow) -> Answers:
     """The ended document's answers, built now if they were not yet."""
     if row.answers is not None:
-        return Answers.model_validate_json(row.answers)
+        noted = Answers.model_validate_json(row.answers)
+        if noted.version == ANSWERS_VERSION:
+            return noted
     sha256 = row.result_sha256
     assert sha256 is not None  # noqa: S101 - callers pass ended documents only
     key = (row.doc_id, sha256)
@@ -81,7 +95,8 @@ async def _build_and_note(gw: Gateway, doc_id: str, result_sha256: str) -> Answe
 async def stream_of(
     gw: Gateway, row: DocumentRow, part: str
 ) -> tuple[Answers, Iterator[bytes] | None]:
-    """The answers, and one of them (`result`, `markdown` or `images`) opened for reading
+    """The answers, and one of them (`result`, `markdown`, `images`, `document` or
+    `chunks`) opened for reading
     (None when the document has none); built again, once, when its blob has left the
     store. Every refusal (404, 503) comes before anything is sent."""
     answers = await answers_of(gw, row)
@@ -171,6 +186,7 @@ def _build(store: BlobStore, result_sha256: str) -> Answers:
             md = _Out(store, limit)
         images: dict[str, Any] = {}
         has_ocr = False
+        claimed = 0  # bytes of the pages' claim-checked OCR results
         out.write(b"{")
         for i, (key, value) in enumerate(result.model_dump(mode="json").items()):
             out.write((b"," if i else b"") + _json(key) + b":")
@@ -181,6 +197,7 @@ def _build(store: BlobStore, result_sha256: str) -> Answers:
                     if md is not None:
                         md.write((b"\n\n" if n else b"") + page_markdown(page).encode())
                     has_ocr |= page.ocr is not None
+                    claimed += page.ocr_ref.size_bytes if page.ocr_ref is not None else 0
                     if page.image is not None:
                         images[str(page.page_no)] = page.image.model_dump(mode="json")
                 out.write(b"]")
@@ -201,11 +218,31 @@ def _build(store: BlobStore, result_sha256: str) -> Answers:
             answers.markdown = md.commit("text/markdown")
         if images:
             answers.images = _ref(store.put(_json(images)), "application/json")
+        if result.operation is Operation.ocr:
+            # A page's blocks take no more room than its OCR result held them in, its
+            # chunks no more than its blocks: twice what the pages were is room to spare.
+            answers.document, answers.chunks = _document(store, result, 2 * (limit + claimed))
+        answers.version = ANSWERS_VERSION
         return answers
     finally:
         out.writer.abort()  # no-op once committed
         if md is not None:
             md.writer.abort()
+
+
+def _document(store: BlobStore, result: DocumentResult, limit: int) -> tuple[BlobRef, BlobRef]:
+    """The document JSON and its chunks, written as the pages are read again."""
+    outs = {"document": _Out(store, limit), "chunks": _Out(store, limit)}
+    try:
+        pages = document_pages(_pages(store, result), store)
+        for part, data in outputs(result.doc_id, result.page_count, pages):
+            outs[part].write(data)
+        return outs["document"].commit("application/json"), outs["chunks"].commit(
+            "application/json"
+        )
+    finally:
+        for out in outs.values():
+            out.writer.abort()  # no-op once committed
 
 
 def _pages(store: BlobStore, result: DocumentResult) -> Iterator[PageResult]:

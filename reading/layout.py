@@ -7,8 +7,8 @@ columns. pymupdf4llm turns that into Markdown: tables as Markdown (HTML where ce
 merge), headings, lists, words hyphenated at line ends joined.
 
 Two entry points, one Markdown:
-- `layout_markdown`: pages with a usable text layer (ingest's render processes);
-- `markdown_from_lines`: a page read by an OCR engine on the GPU node. Its lines are
+- `layout_pages`: pages with a usable text layer (ingest's render processes);
+- `read_lines`: a page read by an OCR engine on the GPU node. Its lines are
   written as text onto an empty page of the same proportions, and the same model lays
   them out, so a scanned table becomes a table and a scanned running head is dropped
   (columns set a word space apart are split first: reading/columns.py).
@@ -16,6 +16,10 @@ Two entry points, one Markdown:
 Page headers, footers and page numbers are dropped unless `keep_headers`; then they are
 kept as HTML comments (`<!-- page-header: ... -->`), out of the rendered text but there
 for whoever wants them.
+
+Each entry point gives the page's blocks beside its Markdown (`PageReading`), written
+from the same parse (reading/blocks.py): the document JSON's kinds, boxes, reading
+order and table cells, page furniture included.
 
 Switching the model on is process-global in PyMuPDF (it then also runs inside the
 classic converter's table detection, 95 % of its time), so it is on only inside
@@ -34,15 +38,18 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import pymupdf4llm
 from pymupdf import Document, Font, Matrix, Point, Rect
 from pymupdf4llm.helpers import document_layout
 
+from reading.blocks import ROWS_KEY, page_blocks
 from reading.columns import regions
 from reading.styled_words import join_styled_words
-from reading.tables import repaired
+from reading.tables import repaired_rows, written
+from schemas.document_json import Block
 from schemas.pages import OcrBox
 
 log = logging.getLogger(__name__)
@@ -68,6 +75,15 @@ _FONT: Any = Font("cjk")  # type: ignore[no-untyped-call]  # covers every script
 _FONT_NAME = "ocr"
 
 
+@dataclass(frozen=True)
+class PageReading:
+    """A page's Markdown and its blocks, from one parse; boxes in PDF points for a text
+    layer (`layout_pages`), in the page's pixels for OCR lines (`read_lines`)."""
+
+    markdown: str
+    blocks: list[Block] = field(default_factory=list)
+
+
 @contextmanager
 def _layout_model() -> Iterator[None]:
     with _LOCK:
@@ -80,29 +96,36 @@ def _layout_model() -> Iterator[None]:
 
 def layout_markdown(doc: Any, pages: Sequence[int], *, keep_headers: bool) -> dict[int, str]:
     """Markdown of `doc`'s `pages` (0-based) from their text layers, by page number
-    (1-based). Runs no OCR. Raises what the model raises (the caller falls back)."""
+    (1-based): `layout_pages`' Markdown."""
+    return {n: r.markdown for n, r in layout_pages(doc, pages, keep_headers=keep_headers).items()}
+
+
+def layout_pages(doc: Any, pages: Sequence[int], *,
+                 keep_headers: bool) -> dict[int, PageReading]:  # fmt: skip
+    """Markdown and blocks of `doc`'s `pages` (0-based) from their text layers, by page
+    number (1-based). Runs no OCR. Raises what the model raises (the caller falls back)."""
     if not pages:
         return {}
     with _layout_model():
-        markdown = _parsed_markdown(doc, pages, keep_headers, html_tables=HTML_TABLES)
+        read = _parsed_markdown(doc, pages, keep_headers, html_tables=HTML_TABLES)
         if not HTML_TABLES:
-            return {n: md for n, (md, _) in markdown.items()}
+            return {n: r for n, (r, _) in read.items()}
         # Text the table finder's tables claim but do not hold (forms of boxes within
         # boxes) is lost: such a page is read again with the model's grid, and the
         # version keeping more of the text layer's words wins.
-        shares = {n: _word_share(md, doc[n - 1]) for n, (md, tables) in markdown.items()
+        shares = {n: _word_share(r.markdown, doc[n - 1]) for n, (r, tables) in read.items()
                   if tables}  # fmt: skip
         lossy = [n - 1 for n, share in shares.items() if share < MIN_TABLE_WORD_SHARE]
         if lossy:
-            for n, (md, _) in _parsed_markdown(doc, lossy, keep_headers, html_tables=False).items():
-                if _word_share(md, doc[n - 1]) > shares[n]:
-                    markdown[n] = (md, False)
-        return {n: md for n, (md, _) in markdown.items()}
+            for n, (r, _) in _parsed_markdown(doc, lossy, keep_headers, html_tables=False).items():
+                if _word_share(r.markdown, doc[n - 1]) > shares[n]:
+                    read[n] = (r, False)
+        return {n: r for n, (r, _) in read.items()}
 
 
 def _parsed_markdown(doc: Any, pages: Sequence[int], keep_headers: bool, *,
-                     html_tables: bool) -> dict[int, tuple[str, bool]]:  # fmt: skip
-    """Each page's Markdown, and whether it holds tables of the table finder."""
+                     html_tables: bool) -> dict[int, tuple[PageReading, bool]]:  # fmt: skip
+    """Each page's Markdown and blocks, and whether it holds tables of the table finder."""
     parsed = document_layout.parse_document(
         doc, pages=list(pages), use_ocr=document_layout.OCRMode.NEVER, force_text=True,
         render_html_tables=html_tables,
@@ -113,7 +136,8 @@ def _parsed_markdown(doc: Any, pages: Sequence[int], keep_headers: bool, *,
         tables = html_tables and _repair_tables(page, words)
         markdown = _page_markdown(parsed, page, keep_headers)
         markdown = join_styled_words(markdown, {w[4] for w in words})
-        out[page.page_number] = (tidy_text_layer(markdown), tables)
+        blocks = page_blocks(page, tidy=tidy_text_layer)
+        out[page.page_number] = (PageReading(tidy_text_layer(markdown), blocks), tables)
     return out
 
 
@@ -131,31 +155,44 @@ def _word_share(markdown: str, pdf_page: Any) -> float:
 
 def markdown_from_lines(width: int, height: int, lines: Sequence[OcrBox], *,
                         keep_headers: bool) -> str:  # fmt: skip
-    """Markdown of a page `width` x `height` pixels whose text lines an OCR engine read
-    (boxes in the page's pixels). Columns set closer than the layout model sees are laid
-    out one after another (reading/columns.py)."""
-    parts = (
-        _markdown_of_lines(round(r.right - r.left), height, r.shifted(), keep_headers)
+    """`read_lines`' Markdown."""
+    return read_lines(width, height, lines, keep_headers=keep_headers).markdown
+
+
+def read_lines(width: int, height: int, lines: Sequence[OcrBox], *,
+               keep_headers: bool) -> PageReading:  # fmt: skip
+    """Markdown and blocks of a page `width` x `height` pixels whose text lines an OCR
+    engine read (boxes in the page's pixels). Columns set closer than the layout model
+    sees are laid out one after another (reading/columns.py)."""
+    parts = [
+        _markdown_of_lines(round(r.right - r.left), height, r.shifted(), keep_headers, r.left)
         for r in regions(lines, width)
+    ]
+    blocks = [block for part in parts for block in part.blocks]
+    return PageReading(
+        "\n\n".join(part.markdown for part in parts if part.markdown),
+        [block.model_copy(update={"order": i}) for i, block in enumerate(blocks)],
     )
-    return "\n\n".join(part for part in parts if part)
 
 
 def _markdown_of_lines(width: int, height: int, lines: Sequence[OcrBox],
-                       keep_headers: bool) -> str:  # fmt: skip
+                       keep_headers: bool, left: float = 0.0) -> PageReading:  # fmt: skip
+    """One region's reading; its blocks' boxes back in the page's pixels (the region
+    starts `left` pixels from the page's left edge)."""
     scale = _LONG_SIDE_PT / max(width, height, 1)
     doc: Any = Document()  # type: ignore[no-untyped-call]
     try:
         page = doc.new_page(width=max(1.0, width * scale), height=max(1.0, height * scale))
         page.insert_font(fontname=_FONT_NAME, fontbuffer=_FONT.buffer)
-        written = sum(_write_line(page, line, scale) for line in lines)
-        if not written:
-            return ""
+        count = sum(_write_line(page, line, scale) for line in lines)
+        if not count:
+            return PageReading("")
         with _layout_model():
             parsed = document_layout.parse_document(
                 doc, use_ocr=document_layout.OCRMode.NEVER, force_text=True
             )
-            return _page_markdown(parsed, parsed.pages[0], keep_headers)
+            markdown = _page_markdown(parsed, parsed.pages[0], keep_headers)
+        return PageReading(markdown, page_blocks(parsed.pages[0], scale=1 / scale, dx=left))
     finally:
         doc.close()
 
@@ -196,7 +233,9 @@ def _repair_tables(page: Any, words: Sequence[Any]) -> bool:
         return bool(a and b) and (a[-1], b[0]) in pairs
 
     for box in boxes:
-        box.table["html"] = repaired(box.table["html"], reads_on)
+        tables = repaired_rows(box.table["html"], reads_on)
+        box.table["html"] = written(tables)
+        box.table[ROWS_KEY] = tables  # the same tables' cells, for the blocks
     return True
 
 

@@ -22,6 +22,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from schemas.document_json import Table, TableCell
+
 _TABLE = re.compile(r"<table\b[^>]*>(.*?)</table>", re.S | re.I)
 _ROW = re.compile(r"<tr\b[^>]*>(.*?)</tr>", re.S | re.I)
 _CELL = re.compile(r"<(th|td)\b([^>]*)>(.*?)</\1>", re.S | re.I)
@@ -191,12 +193,56 @@ def repaired(table_html: str, reads_on: ReadsOn = lambda a, b: False) -> str:
     """The engine's HTML for one or more tables, repaired, each as Markdown when no cell
     spans others and as HTML otherwise; what cannot be parsed is returned as it was.
     `reads_on(left, right)`: whether text `right` continues `left` on one line of the page."""
-    out = []
+    return written(repaired_rows(table_html, reads_on))
+
+
+def repaired_rows(table_html: str, reads_on: ReadsOn = lambda a, b: False) -> list[Rows | str]:
+    """Each table of the engine's HTML repaired, as rows; a part that cannot be parsed as
+    it was (a string)."""
+    out: list[Rows | str] = []
     for chunk in re.split(r"\n\s*\n", table_html.strip()):
         rows = parse(chunk)
-        if rows is None:
-            out.append(chunk)
-            continue
-        rows = merge_header_only_columns(split_merged_rows(rows), reads_on)
-        out.append(to_html(rows) if _has_spans(rows) else to_markdown(rows))
+        out.append(
+            chunk if rows is None else merge_header_only_columns(split_merged_rows(rows), reads_on)
+        )
+    return out
+
+
+def written(tables: list[Rows | str]) -> str:
+    """`repaired_rows`' tables as the Markdown shows them: Markdown where no cell spans
+    others, HTML where cells merge."""
+    out = []
+    for rows in tables:
+        if isinstance(rows, str):
+            out.append(rows)
+        else:
+            out.append(to_html(rows) if _has_spans(rows) else to_markdown(rows))
     return "\n\n".join(out)
+
+
+def as_table(rows: Rows) -> Table:
+    """The document JSON's table of `rows`: each cell at the grid position HTML gives it
+    (a cell starts at the first column its row has free of the spans from above; a span
+    past the last row ends there)."""
+    taken: set[tuple[int, int]] = set()
+    cells: list[TableCell] = []
+    for r, row in enumerate(rows):
+        c = 0
+        for cell in row:
+            while (r, c) in taken:
+                c += 1
+            row_span = min(cell.rowspan, len(rows) - r)
+            taken.update((r + i, c + j) for i in range(row_span) for j in range(cell.colspan))
+            cells.append(TableCell(row=r, col=c, row_span=row_span, col_span=cell.colspan,
+                                   text=_text(cell), header=cell.tag == "th"))  # fmt: skip
+            c += cell.colspan
+    return Table(rows=len(rows), cols=max((c + 1 for _, c in taken), default=0), cells=cells)
+
+
+def table_text(table: Table) -> str:
+    """A table's text: a row a line, its cells (those starting in the row) joined by
+    " | "."""
+    rows: list[list[str]] = [[] for _ in range(table.rows)]
+    for cell in table.cells:
+        rows[cell.row].append(cell.text)
+    return "\n".join(" | ".join(row) for row in rows)

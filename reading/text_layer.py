@@ -28,13 +28,13 @@ from __future__ import annotations
 import logging
 import unicodedata
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 import pymupdf
 import pymupdf4llm
 from pymupdf4llm.helpers import pymupdf_rag
 
-from reading.layout import layout_markdown
+from reading.layout import PageReading, layout_pages
 from reading.mupdf import page_dpi, pixels_at, raise_if_out_of_memory
 from reading.policy import (
     CLASSIC_CONVERTER,
@@ -45,6 +45,7 @@ from reading.policy import (
     with_layout,
 )
 from schemas import Layout, TextLayer
+from schemas.document_json import Block, PageLayout
 from schemas.pages import OcrBox, OcrResult
 
 # Importing PyMuPDF 2 switches on its ONNX layout model for the whole process, and
@@ -74,6 +75,7 @@ class TextPage:
     invisible_share: float
     ink_share: float | None = None  # of a sparse page's rendering (layout=model only)
     content_bytes: int = 0  # its drawing instructions, decompressed
+    scale: float = 1.0  # pixels a PDF point
 
     def refusal(self, mode: TextLayer) -> str | None:
         """Why this page is not answered from its text layer under `mode` (None: it is)."""
@@ -132,8 +134,12 @@ def _laid_out(doc: Any, page: TextPage, keep_headers: bool) -> TextPage:
     if not page.chars or page.result.markdown is not None or page.refusal(TextLayer.auto):
         return page
 
+    read: list[PageReading] = []
+
     def model() -> str | None:
-        return layout_markdown(doc, [page.page_no - 1], keep_headers=keep_headers).get(page.page_no)
+        pages = layout_pages(doc, [page.page_no - 1], keep_headers=keep_headers)
+        read.extend(pages.values())
+        return read[0].markdown if read else None
 
     name = f"text layer page {page.page_no}"
     laid = with_layout(page.result.text, len(page.result.boxes), model,
@@ -142,7 +148,20 @@ def _laid_out(doc: Any, page: TextPage, keep_headers: bool) -> TextPage:
         page = _with_warning(page, laid.warning)
     if laid.markdown is None:
         return page
-    return replace(page, result=page.result.model_copy(update={"markdown": laid.markdown}))
+    update: dict[str, Any] = {"markdown": laid.markdown}
+    # The model's blocks where its Markdown is the page's (not the lines it fell back to).
+    if read and laid.markdown is read[0].markdown and page.result.layout is not None:
+        blocks = [_scaled(b, page.scale) for b in read[0].blocks]
+        update["layout"] = page.result.layout.model_copy(update={"blocks": blocks})
+    return replace(page, result=page.result.model_copy(update=update))
+
+
+def _scaled(block: Block, scale: float) -> Block:
+    """`block` with its box in page pixels (the model's is in PDF points)."""
+    if block.box is None:
+        return block
+    x0, y0, x1, y1 = (round(v * scale, 1) for v in block.box)
+    return block.model_copy(update={"box": (x0, y0, x1, y1)})
 
 
 def _with_warning(page: TextPage, note: str) -> TextPage:
@@ -178,15 +197,24 @@ def _read_page(page: Any, page_no: int, dpi: int, target_px: int | None,
     chars = sum(1 for c in text if not c.isspace())
     garbled = sum(1 for c in text if c == _REPLACEMENT or unicodedata.category(c) == "Co")
     replacement = garbled / chars if chars else 0.0
-    result = OcrResult(text=text, confidence=1.0, boxes=lines, source="text_layer")
     width, height = pixels_at(rect.width, dpi), pixels_at(rect.height, dpi)
+    # The page's size and turn for the document JSON; its blocks come with the layout.
+    size = PageLayout(width=max(1, width), height=max(1, height), rotation=_rotation(page))
+    result = OcrResult(text=text, confidence=1.0, boxes=lines, source="text_layer",
+                       layout=size)  # fmt: skip
     ink = None
     if layout is Layout.model and 0 < chars < SPARSE_CHARS:
         # Past the budget the drawing decides without a rendering of its own.
         ink = _ink_share(page) if content <= LAYOUT_MAX_CONTENT_BYTES else 0.0
     invisible = _invisible_share(page) if content <= LAYOUT_MAX_CONTENT_BYTES else 0.0
     return TextPage(page_no, width, height, result, chars, replacement, invisible, ink,
-                    content)  # fmt: skip
+                    content, scale)  # fmt: skip
+
+
+def _rotation(page: Any) -> Literal[0, 90, 180, 270]:
+    """The page's /Rotate (PyMuPDF keeps it a right angle)."""
+    turn = int(page.rotation) % 360
+    return 90 if turn == 90 else 180 if turn == 180 else 270 if turn == 270 else 0
 
 
 def _content_bytes(page: Any) -> int:

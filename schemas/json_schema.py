@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from schemas.document_json import Chunks, DocumentJson
 from schemas.documents import DocumentSubmitted
 from schemas.extraction import CINFields, CNHFields, GenericFields, RGFields
 from schemas.pages import PageState
@@ -27,6 +28,8 @@ _SCHEMAS: dict[type[BaseModel], Literal["validation", "serialization"]] = {
     DocumentResult: "serialization",
     Progress: "serialization",
     WebhookDelivery: "serialization",
+    DocumentJson: "serialization",  # document.json and the chunks: answers, not records
+    Chunks: "serialization",
 }
 
 

@@ -19,6 +19,7 @@ from schemas.common import (
     Stage,
     Tenant,
 )
+from schemas.document_json import PageLayout
 from schemas.documents import Options
 from schemas.extraction import ExtractionResult
 
@@ -112,6 +113,10 @@ class OcrResult(Model):
     source: Literal["rapidocr", "easyocr", "text_layer", "vlm"] | None = None
     markdown: str | None = None  # the page as Markdown (headings, lists, tables)
     blocks: list[OcrBlock] = Field(default_factory=list)  # grounded VLM output only
+    # The page as the layout reader laid it out (blocks, kinds, boxes, table cells,
+    # page furniture kept): what the document JSON is made of (schemas/document_json.py).
+    # None where no reader recorded it (VLM pages: `blocks`; OCR pages under layout=fast).
+    layout: PageLayout | None = None
     # Why the result may be incomplete (cut off, looping, a doubtful text layer).
     warnings: list[str] = Field(default_factory=list)
 

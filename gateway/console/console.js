@@ -4,10 +4,11 @@
 // page and nowhere else: nothing here logs.
 import { marked } from "./vendor/marked.esm.js";
 import DOMPurify from "./vendor/purify.es.mjs";
+import { showChunks } from "./chunks.js";
+import { $, el } from "./dom.js";
 
 const KEY_STORAGE = "pagestream.apiKey";
 const OPERATOR_REFRESH_MS = 10_000;
-const $ = (id) => document.getElementById(id);
 
 let following = null; // AbortController of the document being followed
 let operatorTimer = null;
@@ -61,17 +62,6 @@ async function guarded(action) {
     if (error.name === "AbortError") return;
     showMessage(error instanceof ApiError ? error.message : `Request failed: ${error.message}`);
   }
-}
-
-// --- small DOM helpers -------------------------------------------------------------------
-
-function el(tag, attributes = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes)) {
-    if (value !== undefined && value !== null) node.setAttribute(name, value);
-  }
-  node.append(...children.map((c) => (c instanceof Node ? c : String(c ?? ""))));
-  return node;
 }
 
 const when = (epochS) => new Date(epochS * 1000).toLocaleString();
@@ -190,6 +180,8 @@ function resetDocument(docId) {
   $("doc-summary").tBodies[0].replaceChildren();
   $("doc-markdown-section").hidden = true;
   $("doc-markdown").replaceChildren();
+  $("doc-chunks-section").hidden = true;
+  $("doc-chunks").replaceChildren();
   $("doc-images-section").hidden = true;
   $("doc-images").replaceChildren();
 }
@@ -230,6 +222,10 @@ async function showResult(result, signal) {
     // Untrusted: parsed by marked, then sanitized by DOMPurify before it reaches the page.
     $("doc-markdown").innerHTML = DOMPurify.sanitize(marked.parse(markdown));
     $("doc-markdown-section").hidden = false;
+  }
+  if (result.operation === "ocr") {
+    const answer = await apiJson(`${docPath(result.doc_id)}/chunks`, { signal });
+    $("doc-chunks-section").hidden = showChunks($("doc-chunks"), answer) === 0;
   }
   const imaged = result.pages.filter((p) => p.image && p.image.media_type.startsWith("image/"));
   if (imaged.length) $("doc-images-section").hidden = false;

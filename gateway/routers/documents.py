@@ -1,5 +1,6 @@
 """The document routes: submit (multipart or JSON), submit-and-wait (process), the
-tenant's list, one document's status, its Markdown and its page images."""
+tenant's list, one document's status, its Markdown, its document JSON and chunks, and
+its page images."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from gateway.answers import chunks, image_of, stream_of
 from gateway.bodies import SUBMIT_BODY, Accepted, DocumentStatus, DocumentSummary, Problem
 from gateway.dependencies import READY, Caller, State, hold
 from gateway.errors import RETRY_AFTER_S, ApiError
+from gateway.keys import ApiKey
+from gateway.state import Gateway
 from gateway.status import owned, status_answer
 from gateway.submissions import submit as take_submission
+from schemas.document_json import Chunks, DocumentJson
 from streams.blobs import BlobError, BlobStoreUnavailableError
 
 router = APIRouter(dependencies=[READY])  # every handler here reads the view
@@ -135,6 +139,46 @@ async def markdown(gw: State, doc_id: str, caller: Caller) -> Response:
             f"{answers.operation.value}; Markdown comes with ocr)",
         )
     return StreamingResponse(chunks(text), media_type="text/markdown; charset=utf-8")
+
+
+@router.get(
+    "/v1/documents/{doc_id}/document.json",
+    response_model=DocumentJson,
+    responses={404: {"model": Problem}, 409: {"model": Problem}},
+)
+async def document_json(gw: State, doc_id: str, caller: Caller) -> Response:
+    """The lossless document (operation ocr), once it has ended: per page its size and
+    rotation, and its blocks in reading order with their kinds (page headers and footers
+    included), boxes in page pixels, text and table cells."""
+    return await _ocr_answer(gw, doc_id, caller, "document", "document JSON")
+
+
+@router.get(
+    "/v1/documents/{doc_id}/chunks",
+    response_model=Chunks,
+    responses={404: {"model": Problem}, 409: {"model": Problem}},
+)
+async def document_chunks(gw: State, doc_id: str, caller: Caller) -> Response:
+    """The document's retrieval chunks (operation ocr), once it has ended: each with its
+    heading path, pages and boxes, at most 512 whitespace-separated words (a table row
+    longer than that alone); tables cut between rows, their header repeated."""
+    return await _ocr_answer(gw, doc_id, caller, "chunks", "chunks")
+
+
+async def _ocr_answer(gw: Gateway, doc_id: str, caller: ApiKey, part: str,
+                      name: str) -> Response:  # fmt: skip
+    """One of an ended ocr document's JSON answers, streamed from its blob."""
+    row = owned(gw, doc_id, caller)
+    if not row.ended:
+        raise ApiError(409, f"document {doc_id} has not ended yet")
+    answers, blob = await stream_of(gw, row, part)
+    if blob is None:
+        raise ApiError(
+            404,
+            f"document {doc_id} has no {name} (operation {answers.operation.value}; "
+            "it comes with ocr)",
+        )
+    return StreamingResponse(chunks(blob), media_type="application/json")
 
 
 @router.get(

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from gpu_node.models.classifier import PageReading
+from gpu_node.models.classifier import PageReading as ModelReading
 from gpu_node.models.device_inputs import host_images
 from gpu_node.models.images import ImageDecodeError, RGBArray
 from gpu_node.models.ocr import OcrEngine
@@ -44,9 +44,10 @@ from gpu_node.models.registry import ModelRegistry
 from gpu_node.node.inputs import PageImage, PageInputs, host_image
 from gpu_node.node.metrics import NodeMetrics
 from gpu_node.node.tasks import Task
-from reading.layout import markdown_from_lines
+from reading.layout import PageReading, read_lines
 from reading.policy import with_layout
 from schemas import Layout, OcrEngineName, OcrResult, OrientationResult, PageState, Stage
+from schemas.document_json import PageLayout
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +97,7 @@ class SyncStages:
 
     def _counted(self, results: list[Any]) -> list[Any]:
         for r in results:
-            oriented: OrientationResult | None = r.orientation if isinstance(r, PageReading) else r
+            oriented: OrientationResult | None = r.orientation if isinstance(r, ModelReading) else r
             if oriented is not None:
                 self._metrics.orientations.labels(oriented.method or "text").inc()
         return results
@@ -195,14 +196,20 @@ def laid_out(result: OcrResult, image: RGBArray, page: PageState) -> OcrResult:
         return result
     height, width = image.shape[:2]
 
+    read: list[PageReading] = []
+
     def model() -> str:
-        return markdown_from_lines(
-            width, height, result.boxes, keep_headers=page.options.keep_headers
-        )
+        read.append(read_lines(width, height, result.boxes, keep_headers=page.options.keep_headers))
+        return read[0].markdown
 
     name = f"ocr: doc {page.doc_id} page {page.page_no}"
     laid = with_layout(result.text, len(result.boxes), model, page=name)
-    update: dict[str, Any] = {"markdown": laid.markdown}
+    # The document JSON's page: the model's blocks where its Markdown is the page's, none
+    # (a text block per line) where the page fell back to its lines.
+    blocks = read[0].blocks if read and laid.markdown is read[0].markdown else []
+    rotation = page.orientation.rotation_degrees if page.orientation is not None else 0
+    layout = PageLayout(width=width, height=height, rotation=rotation, blocks=blocks)
+    update: dict[str, Any] = {"markdown": laid.markdown, "layout": layout}
     if laid.warning is not None:
         update["warnings"] = [*result.warnings, laid.warning]
     return result.model_copy(update=update)

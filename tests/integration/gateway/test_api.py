@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from schemas import DocumentResult, DocumentSubmitted, Operation, decode
+from schemas.document_json import Chunks, DocumentJson
 from streams.blobs import BlobStore
 from streams.settings import Settings
 from streams.topics import RAW, Topology
@@ -38,8 +39,9 @@ def test_an_upload_ends_with_its_result_and_markdown_for_its_tenant_only(
     api: Api, worker: support.Worker, api_dir: Path
 ) -> None:
     acme, other = new_key(api_dir, "acme"), new_key(api_dir, "other")
+    specs = report_pages(5, 2)
     with api.client(acme) as client:
-        sent = _upload(client, text_pdf(report_pages(5, 2)), OCR)
+        sent = _upload(client, text_pdf(specs), OCR)
         assert sent.status_code == 202, sent.text
         doc_id = sent.json()["doc_id"]
         assert sent.headers["Location"] == f"/v1/documents/{doc_id}"
@@ -52,6 +54,24 @@ def test_an_upload_ends_with_its_result_and_markdown_for_its_tenant_only(
         assert markdown.headers["content-type"].startswith("text/markdown")
         assert "<!-- page 2 -->" in markdown.text
 
+        # The document JSON and its chunks, built once beside the Markdown.
+        answer = client.get(f"/v1/documents/{doc_id}/document.json")
+        assert answer.headers["content-type"] == "application/json", answer.text
+        document = DocumentJson.model_validate_json(answer.content)
+        assert (document.doc_id, document.page_count) == (doc_id, 2)
+        for page, spec in zip(document.pages, specs, strict=True):
+            titles = [b.text for b in page.blocks if b.kind == "title"]
+            assert titles == [spec.heading] and page.source == "text_layer"
+            assert [b.order for b in page.blocks] == list(range(len(page.blocks)))
+            assert page.width and page.height and all(b.box for b in page.blocks)
+        answer = client.get(f"/v1/documents/{doc_id}/chunks")
+        assert answer.headers["content-type"] == "application/json", answer.text
+        chunks = Chunks.model_validate_json(answer.content)
+        assert chunks.max_tokens == 512 and chunks.chunks
+        assert [c.headings[-1] for c in chunks.chunks] == [s.heading for s in specs]
+        assert [c.page_nos for c in chunks.chunks] == [[1], [2]]
+        assert all(spec.lines[0] in c.text for c, spec in zip(chunks.chunks, specs, strict=True))
+
         events = client.get(f"/v1/documents/{doc_id}/events").text
         assert events.startswith("retry: 2000\n\nevent: result\ndata: ")
         assert json.loads(events.split("data: ", 1)[1])["result"]["doc_id"] == doc_id
@@ -60,7 +80,8 @@ def test_an_upload_ends_with_its_result_and_markdown_for_its_tenant_only(
     # replays dead letters; reading tenants' documents is not an operator's right).
     for key in (other, new_key(api_dir, "ops", admin=True)):
         with api.client(key) as client:
-            for path in ("", "/markdown", "/events", "/pages/1/image"):
+            for path in ("", "/markdown", "/document.json", "/chunks", "/events",
+                         "/pages/1/image"):  # fmt: skip
                 answer = client.get(f"/v1/documents/{doc_id}{path}")
                 assert answer.status_code == 404, (path, answer.text)
     with api.client() as client:

@@ -81,7 +81,8 @@ def test_a_user_uploads_a_pdf_and_sees_it_complete_with_its_markdown(
     api: Api, browser: WebDriver, api_dir: Path, tmp_path: Path
 ) -> None:
     pdf = tmp_path / "report.pdf"
-    pdf.write_bytes(text_pdf(report_pages(5, 2)))
+    specs = report_pages(5, 2)
+    pdf.write_bytes(text_pdf(specs))
     worker = support.start_worker(tmp_path / "agents.log")
     try:
         _open_with_key(browser, api, new_key(api_dir, "acme"), "acme")
@@ -99,6 +100,21 @@ def test_a_user_uploads_a_pdf_and_sees_it_complete_with_its_markdown(
         assert markdown.find_elements(By.CSS_SELECTOR, "h1, h2, h3, table")
         assert "Section 2" in markdown.text and "Action item 1" in markdown.text
         assert not markdown.find_elements(By.TAG_NAME, "script")
+        # The chunk view: a chunk a section, each under its heading, its text as text.
+        chunks = _wait(
+            browser,
+            lambda d: d.find_elements(By.CSS_SELECTOR, '#doc-chunks [data-testid="chunk"]'),
+            "the chunks",
+        )
+        assert [c.find_element(By.CLASS_NAME, "chunk-headings").text for c in chunks] == [
+            spec.heading for spec in specs
+        ]
+        metas = [c.find_element(By.CLASS_NAME, "chunk-meta").text for c in chunks]
+        assert [m.split(" · ")[0] for m in metas] == ["page 1", "page 2"]
+        assert all(m.endswith("of 512 words") for m in metas)
+        texts = [c.find_element(By.CLASS_NAME, "chunk-text") for c in chunks]
+        assert all(spec.lines[0] in t.text for t, spec in zip(texts, specs, strict=True))
+        assert not any(t.find_elements(By.XPATH, "./*") for t in texts)  # no markup made
         # Text-layer pages have no page image: nothing to draw boxes on.
         assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="page-canvas"]')
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from schemas import (
     DocumentType,
@@ -21,6 +22,9 @@ from tests.support.pages import produce, read_committed, stage_topics
 
 pytestmark = pytest.mark.kafka
 
+PAGES = 8
+INTERVAL_S = 10
+
 
 def test_a_batch_longer_than_the_poll_interval_keeps_the_node_in_its_group(
     settings, topology: Topology, node_factory, make_page
@@ -31,18 +35,33 @@ def test_a_batch_longer_than_the_poll_interval_keeps_the_node_in_its_group(
     # and the same pages were read and run again (bench/quality: 16 pages of OCR
     # outlasted the default 300 s). Now the node polls, its partitions paused, while
     # it waits.
-    # EasyOCR (the slower engine, about 3 s a page here) and no layout pass: 6 pages a
-    # batch outlast the 10-second interval (the shortest the node accepts) on any CPU.
+    # EasyOCR (the slower engine, about 3 s a page here) and no layout pass: one batch of
+    # 8 pages outlasts the 10-second interval (the shortest the node accepts), and the
+    # node's own latency histogram says it did, so the test cannot pass without the case.
+    # The pages are written before the node starts: its first poll takes them all.
     work, facts = stage_topics(topology)[Stage.ocr]
-    docs = generate(41, 12, doc_types=[DocumentType.letter], rotations=[0], width=960)
+    docs = generate(41, PAGES, doc_types=[DocumentType.letter], rotations=[0], width=960)
     slow = Options(ocr_engine=OcrEngineName.easyocr, layout=Layout.fast)
     pages = [make_page(d.image, doc_id=f"long-{i}", operation=Operation.ocr, options=slow)
              for i, d in enumerate(docs)]  # fmt: skip
-    with node_factory(max_batch=6, max_poll_interval_ms=10_000, session_timeout_ms=6_000) as node:
-        produce(settings, work, [(b"one-partition", encode(p)) for p in pages])
-        out = read_committed(settings, [facts, topology.name(DLQ)], expect=12, timeout_s=400,
+    produce(settings, work, [(b"one-partition", encode(p)) for p in pages])
+    with node_factory(max_batch=PAGES, max_poll_interval_ms=INTERVAL_S * 1000,
+                      session_timeout_ms=6_000) as node:  # fmt: skip
+        out = read_committed(settings, [facts, topology.name(DLQ)], expect=PAGES, timeout_s=400,
                              settle_s=2)  # fmt: skip
         aborts = node.metrics.transactions.labels("abort")._value.get()
+        batches = _samples(node.metrics.registry, Stage.ocr)
     done = sorted(decode(PageState, m.value()).doc_id for m in out if m.topic() == facts)
     assert done == sorted(p.doc_id for p in pages)  # each once, none dead-lettered
     assert aborts == 0
+    within_interval, total = batches
+    assert total > within_interval, f"no batch outlasted {INTERVAL_S} s: slower pages needed"
+
+
+def _samples(registry: CollectorRegistry, stage: Stage) -> tuple[float, float]:
+    """(batches of `stage` that took at most the poll interval, all its batches)."""
+    name, labels = "pagestream_gpu_stage_latency_seconds", {"stage": stage.value}
+    within = registry.get_sample_value(f"{name}_bucket", {**labels, "le": f"{INTERVAL_S:.1f}"})
+    total = registry.get_sample_value(f"{name}_count", labels)
+    assert within is not None and total is not None
+    return within, total

@@ -1,7 +1,8 @@
 """Operation ocr on a PDF mixing born-digital and scanned pages, end to end: the agents
 answer the born-digital pages from their text layer (they never reach the GPU node),
 RapidOCR reads the scanned one, deliver puts the Markdown together in page order, and
-`pagestream results --markdown-out` leaves a .md file a user can open."""
+`pagestream results --markdown-out` leaves a .md file a user can open (and
+`--json-out` the document JSON, the scanned page's blocks laid out from its OCR lines)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from schemas import DocumentResult, Operation, Options, decode
+from schemas.document_json import DocumentJson
 from streams.cli import app
 from streams.client.submit import Submitter
 from streams.settings import Settings
@@ -60,6 +62,19 @@ def test_a_mixed_pdf_comes_back_as_markdown_in_page_order(
     assert markdown.index(f"# {specs[1].heading}") > third
     scanned = markdown[second:third]
     assert len(scanned.split()) > 5  # RapidOCR's lines of the scan, laid out
+    # The document JSON: the scanned page's blocks from the same layout of its OCR lines.
+    doc_json = tmp_path / "report.json"
+    shown = CliRunner().invoke(app, ["results", "--doc-id", "report", "--json-out", str(doc_json)])
+    assert shown.exit_code == 0, shown.output
+    document = DocumentJson.model_validate_json(doc_json.read_bytes())
+    assert [p.source for p in document.pages] == ["text_layer", "rapidocr", "text_layer"]
+    assert [b.text for b in document.pages[0].blocks if b.kind == "title"] == [specs[0].heading]
+    ocr_page = document.pages[1]
+    assert ocr_page.blocks and ocr_page.width and ocr_page.height
+    assert [b.order for b in ocr_page.blocks] == list(range(len(ocr_page.blocks)))
+    assert all(b.box is not None and 0 <= b.box[0] < b.box[2] <= ocr_page.width + 1
+               for b in ocr_page.blocks)  # fmt: skip
+    assert len(" ".join(b.text for b in ocr_page.blocks).split()) > 5
     as_json = CliRunner().invoke(app, ["results", "--doc-id", "report", "--json"])
     assert as_json.exit_code == 0, as_json.output
     assert decode(DocumentResult, as_json.output.strip().encode()) == result

@@ -24,6 +24,8 @@ def test_the_spec_names_every_route_and_the_bearer_scheme() -> None:
         "/v1/documents",
         "/v1/documents/{doc_id}",
         "/v1/documents/{doc_id}/markdown",
+        "/v1/documents/{doc_id}/document.json",
+        "/v1/documents/{doc_id}/chunks",
         "/v1/documents/{doc_id}/events",
         "/v1/documents/{doc_id}/pages/{page_no}/image",
         "/v1/process",
@@ -40,3 +42,10 @@ def test_the_spec_names_every_route_and_the_bearer_scheme() -> None:
     assert {"JsonSubmission", "Options", "Payload", "DocumentResult"} <= set(
         spec["components"]["schemas"]
     )
+    # The document JSON and its chunks, versioned, as schemas/document_json.py has them.
+    schemas = spec["components"]["schemas"]
+    assert {"DocumentJson", "DocumentPage", "Block", "TableCell", "Chunks", "Chunk"} <= set(schemas)
+    assert schemas["DocumentJson"]["properties"]["version"]["const"] == "1.0"
+    kinds = set(schemas["Block"]["properties"]["kind"]["enum"])
+    assert {"title", "text", "list", "table", "figure", "caption", "page-header",
+            "page-footer"} <= kinds  # fmt: skip

@@ -71,12 +71,14 @@ def test_a_layout_model_failure_falls_back_to_the_classic_converter(monkeypatch)
     def fail(*_args: object, **_kwargs: object) -> dict[int, str]:
         raise RuntimeError("layout model failed")
 
-    monkeypatch.setattr("reading.text_layer.layout_markdown", fail)
+    monkeypatch.setattr("reading.text_layer.layout_pages", fail)
     (page,) = read_text_layer(_page_pdf(), **LIMITS, layout=Layout.model)
     assert RUNNING_HEAD in (page.result.markdown or "")  # the classic converter's Markdown
     assert page.result.warnings == [
         "the layout model failed (RuntimeError); Markdown from the classic converter"
     ]
+    # No blocks from a model that failed: the document JSON has the page's lines.
+    assert page.result.layout is not None and page.result.layout.blocks == []
 
 
 def test_a_page_whose_body_is_drawn_is_read_from_its_pixels_under_the_model() -> None:

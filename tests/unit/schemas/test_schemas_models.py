@@ -273,6 +273,8 @@ def test_export_json_schemas(tmp_path: Path) -> None:
     assert sorted(path.name for path in written) == [
         "CINFields.schema.json",
         "CNHFields.schema.json",
+        "Chunks.schema.json",
+        "DocumentJson.schema.json",
         "DocumentResult.schema.json",
         "DocumentSubmitted.schema.json",
         "GenericFields.schema.json",

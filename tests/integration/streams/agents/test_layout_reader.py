@@ -7,16 +7,22 @@ their documents with a warning naming what happened instead of losing text or ti
   lines, with a warning, and the document completes;
 - 10,000 text lines, and one path of a million segments: past the layout budget, the
   lines are kept with a warning naming the budget, well inside the render deadline;
-- headers kept on request come back as comments."""
+- headers kept on request come back as comments;
+- the document JSON and chunks `pagestream results` writes: the running head and page
+  number kept as furniture, the table as cells, reading order; the dense page's lines
+  back through its claim check."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from schemas import DocumentResult, OcrResult, Operation, Options, TextLayer, decode
+from schemas.document_json import Chunks, DocumentJson
 from streams.blobs import BlobStore
+from streams.cli import app
 from streams.client.results import resolved
 from streams.client.submit import Submitter
 from streams.settings import Settings
@@ -25,6 +31,7 @@ from tests.support import agents as support
 from tests.support.hard_pages import (
     PAGE_NUMBER,
     RUNNING_HEAD,
+    TABLE,
     many_lines_page,
     million_segments_page,
     report_page,
@@ -91,3 +98,45 @@ def test_the_layout_reader_and_its_failure_paths_end_every_document(
     drawing, warnings = page("drawing")
     assert drawing.strip()
     assert any("bytes of drawing instructions, past the layout budget" in w for w in warnings)
+
+    _the_document_json_and_chunks_as_pagestream_results_writes_them(tmp_path)
+
+
+def _written(doc_id: str, tmp_path: Path) -> tuple[DocumentJson, Chunks]:
+    doc_json, chunks_json = tmp_path / f"{doc_id}.json", tmp_path / f"{doc_id}.chunks.json"
+    args = ["--json-out", str(doc_json), "--chunks-out", str(chunks_json)]
+    shown = CliRunner().invoke(app, ["results", "--doc-id", doc_id, *args])
+    assert shown.exit_code == 0, shown.output
+    return (DocumentJson.model_validate_json(doc_json.read_bytes()),
+            Chunks.model_validate_json(chunks_json.read_bytes()))  # fmt: skip
+
+
+def _the_document_json_and_chunks_as_pagestream_results_writes_them(tmp_path: Path) -> None:
+    """The Markdown's page with what it dropped kept and marked, and the dense page's
+    10,000 lines fetched back through its claim check."""
+    document, chunks = _written("report", tmp_path)
+    (json_page,) = document.pages
+    assert (document.version, document.doc_id, json_page.page_no) == ("1.0", "report", 1)
+    assert [b.kind for b in json_page.blocks] == [
+        "page-header", "title", "text", "table", "text", "page-footer"
+    ]  # fmt: skip
+    assert [b.order for b in json_page.blocks] == list(range(6))
+    head, _, _, table, _, foot = json_page.blocks
+    assert (head.text, foot.text) == (RUNNING_HEAD, PAGE_NUMBER)  # absent from the Markdown
+    assert table.table is not None
+    assert {(c.row, c.col): c.text for c in table.table.cells} == {
+        (r, c): text for r, row in enumerate(TABLE) for c, text in enumerate(row)
+    }
+    assert all(b.box is not None for b in json_page.blocks)
+    assert json_page.width and json_page.height and json_page.source == "text_layer"
+    text = "\n".join(c.text for c in chunks.chunks)
+    assert RUNNING_HEAD not in text and "North | 1,204 | 12%" in text
+    assert chunks.chunks[0].headings == ["Results of the quarter"]
+    assert {n for c in chunks.chunks for n in c.page_nos} == {1}
+    kept_document, _ = _written("kept", tmp_path)
+    assert kept_document.pages[0].blocks == json_page.blocks  # keep_headers: Markdown only
+
+    dense, dense_chunks = _written("lines", tmp_path)
+    assert [b.text for b in dense.pages[0].blocks] == [f"line {i}" for i in range(10_000)]
+    assert "line 9999" in dense_chunks.chunks[-1].text
+    assert all(c.tokens <= 512 for c in dense_chunks.chunks)
