@@ -1,16 +1,22 @@
-"""GPU node throughput: through Kafka vs. the same models called directly, and
-micro-batched vs. one-record-at-a-time consumption. Ratios, measured in one run.
+"""GPU node throughput: through Kafka vs. the same models called directly, micro-batched
+vs. one-record-at-a-time consumption, and the node's two input paths. Ratios, measured in
+one run.
 
     python -m bench.gpu_node --stage classify --pages 1024 --batch 16 --repeats 3
+    python -m bench.gpu_node --device cuda --page-format jpeg --batch 64   # on a GPU
 
 Use enough pages that the pipeline's fill and drain (first fetch, last commit,
 about half a second in all) do not dominate: at 256 classify pages they cost
 about a fifth of the run on a 2-core CPU. Starts its own throw-away broker
 (free ports, temp dir) unless --bootstrap is given. Each configuration
-processes the same pages:
+processes the same pages (as ingest writes them: --page-format), on each input path
+--inputs names (`PAGESTREAM_MODELS__INPUTS`; `both`, the default, runs the two in turn):
+`host`, the pages decoded and their model inputs made page by page in PIL and numpy;
+`device`, a batch decoded onto the models' device at once and its inputs made there
+(bench/gpu_direct.py has the direct calls of each):
 - direct: decode the page bytes and call the stage's model at --batch pages per call
   (what a caller without Kafka would do);
-- direct with decode ahead: the same, with the next batch decoded in a thread pool
+- direct with decode ahead: the same, with the next batch loaded in a thread pool
   while the model runs (what the node does, minus Kafka): Kafka / this is the strict
   measure of what Kafka costs;
 - kafka batched: the tasks are in gpu.<stage>; a GpuNode with max_batch=--batch
@@ -19,15 +25,18 @@ processes the same pages:
   read_committed (the tasks are queued in Kafka before the node starts: a backlog);
 - kafka one-at-a-time: the same with max_batch=1 (one record, one model call,
   one transaction: the seeds' per-request design);
-- trickle: the node idle, pages sent one by one at --trickle-rate per second: the
-  micro-batch is as large as what has arrived, so it stays small and each page is
-  answered at once (reported: mean batch size, and the time each page spent in the
-  node beyond its model call, p50 / p99).
+- the models alone (orient, classify): their forward passes on --batch pages whose
+  inputs are already on the device (bench.gpu_probe), for Kafka / models alone;
+- trickle (the last path): the node idle, pages sent one by one at --trickle-rate per
+  second: the micro-batch is as large as what has arrived, so it stays small and each
+  page is answered at once (reported: mean batch size, and the time each page spent in
+  the node beyond its model call, p50 / p99).
 
 What else runs on the machine moves these figures by tens of percent from one run to
 the next, so the configurations are repeated --repeats times, alternating (direct,
-kafka, direct b1, kafka b1, direct, ...), and each figure is the median with the
-spread (min-max) beside it; each ratio is the median of the per-repeat ratios.
+kafka, direct b1, kafka b1, direct, ..., each path in turn), and each figure is the
+median with the spread (min-max) beside it; each ratio is the median of the per-repeat
+ratios.
 """
 
 from __future__ import annotations
@@ -37,20 +46,19 @@ import statistics
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
-from PIL import Image
 from rich.console import Console
 from rich.table import Table
 
 from bench.cluster import cluster
+from bench.gpu_direct import DEVICE_STAGES, Direct, direct, direct_pipelined
+from bench.gpu_probe import encode as encode_page
+from bench.gpu_probe import models_alone
 from gpu_node.extraction.engines import Engines
-from gpu_node.models.images import RGBArray, decode_image
 from gpu_node.models.registry import ModelRegistry
 from gpu_node.node.main import build_node
 from schemas import Operation, Options, PageState, Stage, encode, headers
@@ -71,51 +79,11 @@ from synth.dataset import generate
 
 app = typer.Typer(add_completion=False)
 out = Console(width=120)
-
-
-def _png(image: Image.Image) -> bytes:
-    import io
-
-    buf = io.BytesIO()
-    image.save(buf, format="PNG")
-    return buf.getvalue()
-
-
-def _stage_fn(models: ModelRegistry, stage: Stage) -> Callable[[Sequence[RGBArray]], object]:
-    if stage is Stage.classify:
-        return lambda ims: models.classifier.predict(ims, batch_size=max(1, len(ims)))
-    if stage is Stage.orient:
-        return models.orienter.detect
-    if stage is Stage.ocr:
-        return models.ocr.read
-    raise typer.BadParameter("stage must be classify, orient or ocr")
-
-
-def direct(models: ModelRegistry, stage: Stage, blobs: list[bytes], batch: int) -> float:
-    fn = _stage_fn(models, stage)
-    started = time.perf_counter()
-    for i in range(0, len(blobs), batch):
-        fn([decode_image(b, max_pixels=40_000_000) for b in blobs[i : i + batch]])
-    return len(blobs) / (time.perf_counter() - started)
-
-
-def direct_pipelined(models: ModelRegistry, stage: Stage, blobs: list[bytes], batch: int) -> float:
-    """As `direct`, with the next batch decoded in a thread pool while the model runs: the
-    node's own pipeline without Kafka, so the ratio to it is what Kafka costs."""
-    fn = _stage_fn(models, stage)
-
-    def decode(b: bytes) -> RGBArray:
-        return decode_image(b, max_pixels=40_000_000)
-
-    chunks = [blobs[i : i + batch] for i in range(0, len(blobs), batch)]
-    started = time.perf_counter()
-    with ThreadPoolExecutor(NodeSettings().fetch_threads) as pool:
-        ahead = [pool.submit(decode, b) for b in chunks[0]]
-        for k in range(len(chunks)):
-            images = [f.result() for f in ahead]
-            ahead = [pool.submit(decode, b) for b in chunks[k + 1]] if k + 1 < len(chunks) else []
-            fn(images)
-    return len(blobs) / (time.perf_counter() - started)
+PATHS = ("host", "device")
+# Loaded once and shared by the two paths' model sets.
+_SHARED = ("reader", "classifier", "text_tiles", "rapid_ocr")
+NAMES = ("direct", "direct_pipe", "kafka", "direct_b1", "kafka_b1")
+Runs = dict[tuple[str, str], list[float]]  # (input path, configuration): one per repeat
 
 
 @dataclass
@@ -252,15 +220,37 @@ def main(
     trickle_rate: Annotated[float, typer.Option(min=0.1, help="pages/s")] = 10.0,
     threads: Annotated[int | None, typer.Option(help="torch threads")] = None,
     bootstrap: Annotated[str | None, typer.Option(help="use this cluster")] = None,
+    inputs: Annotated[str, typer.Option(help="host, device or both")] = "both",
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda[:N]")] = "auto",
+    page_format: Annotated[str, typer.Option(help="png (as ingest by default) or jpeg")] = "png",
+    jpeg_quality: Annotated[int, typer.Option(min=1, max=100)] = 92,
 ) -> None:
     logging.basicConfig(level=logging.WARNING)
     import torch
 
+    if inputs not in (*PATHS, "both") or page_format not in ("png", "jpeg"):
+        raise typer.BadParameter("--inputs: host, device or both; --page-format: png or jpeg")
     if threads:
         torch.set_num_threads(threads)
+    paths = PATHS if inputs == "both" else (inputs,)
+    try:
+        registries = _registries(device, paths)
+    except RuntimeError as exc:  # --device cuda without CUDA: one line, not a trace
+        raise typer.BadParameter(str(exc)) from None
     with cluster(bootstrap) as (address, scratch):
-        _run(stage, pages, batch, width, repeats, (trickle_pages, trickle_rate), address,
-             str(scratch / "blobs"))  # fmt: skip
+        _run(registries, stage, pages, batch, width, repeats, (trickle_pages, trickle_rate),
+             address, str(scratch / "blobs"), (page_format, jpeg_quality))  # fmt: skip
+
+
+def _registries(device: str, paths: tuple[str, ...]) -> dict[str, ModelRegistry]:
+    found: dict[str, ModelRegistry] = {}
+    for path in paths:
+        found[path] = ModelRegistry(ModelSettings(device=device, inputs=path))
+        if len(found) > 1:
+            first = next(iter(found.values()))
+            for name in _SHARED:
+                setattr(found[path], name, getattr(first, name))
+    return found
 
 
 def _median(values: list[float]) -> str:
@@ -268,13 +258,18 @@ def _median(values: list[float]) -> str:
     return f"{statistics.median(values):.2f}{spread}"
 
 
-def _run(stage: Stage, n: int, batch: int, width: int, repeats: int,
-         trickle_opts: tuple[int, float], bootstrap: str, blob_root: str) -> None:  # fmt: skip
-    models = ModelRegistry(ModelSettings())
+def _ratio(a: list[float], b: list[float]) -> str:
+    return _median([x / y for x, y in zip(a, b, strict=True)])
+
+
+def _run(registries: dict[str, ModelRegistry], stage: Stage, n: int, batch: int, width: int,
+         repeats: int, trickle_opts: tuple[int, float], bootstrap: str, blob_root: str,
+         page_format: tuple[str, int]) -> None:  # fmt: skip
     rotations = [0] if stage is not Stage.orient else [0, 90, 180, 270]
     docs = list(generate(2024, min(n, 32), rotations=rotations, width=width))
     store = BlobStore(blob_root)
-    blobs = [_png(docs[i % len(docs)].image) for i in range(n)]
+    fmt, quality = page_format
+    blobs = [encode_page(docs[i % len(docs)].image, fmt, quality) for i in range(n)]
     refs = [store.put(b) for b in blobs]
     pages = [
         PageState(
@@ -284,51 +279,34 @@ def _run(stage: Stage, n: int, batch: int, width: int, repeats: int,
             operation=Operation.classify,
             options=Options(),
             image=BlobRef(
-                uri=r.uri, sha256=r.sha256, media_type="image/png", size_bytes=r.size_bytes
+                uri=r.uri, sha256=r.sha256, media_type=f"image/{fmt}", size_bytes=r.size_bytes
             ),
             submitted_at=datetime.now(UTC),
         )
         for i, r in enumerate(refs)
     ]
-    _stage_fn(models, stage)(  # warm-up: model load and first-call costs out of the timings
-        [decode_image(blobs[0], max_pixels=40_000_000)]
-    )
-    names = ("direct", "direct_pipe", "kafka", "direct_b1", "kafka_b1")
-    runs: dict[str, list[float]] = {k: [] for k in names}
-    batches: dict[str, list[float]] = {"kafka": [], "kafka_b1": []}
-    for r in range(repeats):
-        out.print(f"repeat {r + 1}/{repeats}")
-        runs["direct"].append(direct(models, stage, blobs, batch))
-        runs["direct_pipe"].append(direct_pipelined(models, stage, blobs, batch))
-        run = through_kafka(models, stage, pages, bootstrap, blob_root, batch)
-        runs["kafka"].append(run.pages_per_s)
-        batches["kafka"].append(run.mean_batch)
-        runs["direct_b1"].append(direct(models, stage, blobs, 1))
-        run = through_kafka(models, stage, pages, bootstrap, blob_root, 1)
-        runs["kafka_b1"].append(run.pages_per_s)
-        batches["kafka_b1"].append(run.mean_batch)
-    ratio = [k / d for k, d in zip(runs["kafka"], runs["direct"], strict=True)]
-    ratio_pipe = [k / d for k, d in zip(runs["kafka"], runs["direct_pipe"], strict=True)]
-    ratio_b1 = [k / d for k, d in zip(runs["kafka_b1"], runs["direct_b1"], strict=True)]
-    batched = [k / k1 for k, k1 in zip(runs["kafka"], runs["kafka_b1"], strict=True)]
-
-    title = f"{stage.value}: {n} pages, {width}px, median (min-max) of {repeats} repeats"
+    for models in registries.values():  # warm-up: model load and first-call costs out
+        run = Direct(models, stage)
+        run.call([run.load(blobs[0])])
+    runs, batches = _measure(registries, stage, blobs, pages, batch, repeats, bootstrap, blob_root)
+    models = next(iter(registries.values()))
+    size = f"{sum(map(len, blobs)) / n / 1000:,.0f} KB/page"
+    title = (f"{stage.value}: {n} pages, {width}px, {fmt} ({size}), {models.device.device}, "
+             f"median (min-max) of {repeats} repeats")  # fmt: skip
     table = Table("measure", "pages/s or ratio", "target", title=title)
-    table.add_row(f"direct, batch {batch}", _median(runs["direct"]), "")
-    table.add_row(f"direct, batch {batch}, next batch decoded meanwhile",
-                  _median(runs["direct_pipe"]), "")  # fmt: skip
-    table.add_row(f"through Kafka, max_batch {batch} (backlog)", _median(runs["kafka"]), "")
-    table.add_row("  mean records per model call (backlog)", _median(batches["kafka"]), "")
-    table.add_row("direct, batch 1", _median(runs["direct_b1"]), "")
-    table.add_row("through Kafka, one record at a time", _median(runs["kafka_b1"]), "")
-    table.add_row(f"Kafka / direct at batch {batch}", _median(ratio), ">= 0.95")
-    table.add_row(f"Kafka / direct with decode ahead at batch {batch}", _median(ratio_pipe),
-                  ">= 0.95")  # fmt: skip
-    table.add_row("Kafka micro-batched / one-at-a-time", _median(batched), "")
-    table.add_row("Kafka / direct at batch 1", _median(ratio_b1), "")
+    _rows(table, registries, runs, batches, batch)
+    if stage in DEVICE_STAGES and models.text_tiles is not None:
+        key = "page model" if stage is Stage.classify else "models"
+        alone = models_alone(models.classifier, models.text_tiles, blobs[: min(n, 32)], [batch],
+                             repeats)[f"{key} b{batch}"]  # fmt: skip
+        table.add_row(f"model alone, batch {batch}, inputs on the device", f"{alone:.2f}", "")
+        for path in registries:
+            table.add_row(f"Kafka ({path} inputs) / model alone",
+                          f"{statistics.median(runs[path, 'kafka']) / alone:.2f}", "")  # fmt: skip
     trickle_pages, trickle_rate = trickle_opts
     if trickle_pages:
-        run = trickle(models, stage, pages[:trickle_pages], bootstrap, blob_root, batch,
+        last = list(registries.values())[-1]
+        run = trickle(last, stage, pages[:trickle_pages], bootstrap, blob_root, batch,
                       trickle_rate)  # fmt: skip
         ms = sorted(run.node_ms)
         p50, p99 = ms[len(ms) // 2], ms[min(len(ms) - 1, int(len(ms) * 0.99))]
@@ -337,6 +315,55 @@ def _run(stage: Stage, n: int, batch: int, width: int, repeats: int,
         table.add_row("trickle: page sent -> fact written, minus model, p50 / p99 ms",
                       f"{p50:.0f} / {p99:.0f}", "")  # fmt: skip
     out.print(table)
+
+
+def _measure(registries: dict[str, ModelRegistry], stage: Stage, blobs: list[bytes],
+             pages: list[PageState], batch: int, repeats: int, bootstrap: str,
+             blob_root: str) -> tuple[Runs, Runs]:  # fmt: skip
+    """pages/s of each configuration, and the mean batch of the Kafka ones."""
+    runs: Runs = {(p, k): [] for p in registries for k in NAMES}
+    batches: Runs = {(p, k): [] for p in registries for k in ("kafka", "kafka_b1")}
+    for r in range(repeats):
+        out.print(f"repeat {r + 1}/{repeats}")
+        for path, models in registries.items():
+            runs[path, "direct"].append(direct(models, stage, blobs, batch))
+            runs[path, "direct_pipe"].append(direct_pipelined(models, stage, blobs, batch))
+            run = through_kafka(models, stage, pages, bootstrap, blob_root, batch)
+            runs[path, "kafka"].append(run.pages_per_s)
+            batches[path, "kafka"].append(run.mean_batch)
+            runs[path, "direct_b1"].append(direct(models, stage, blobs, 1))
+            run = through_kafka(models, stage, pages, bootstrap, blob_root, 1)
+            runs[path, "kafka_b1"].append(run.pages_per_s)
+            batches[path, "kafka_b1"].append(run.mean_batch)
+    return runs, batches
+
+
+def _rows(table: Table, registries: dict[str, ModelRegistry], runs: Runs, batches: Runs,
+          batch: int) -> None:  # fmt: skip
+    for path in registries:
+        run_of = {k: runs[path, k] for k in NAMES}
+        table.add_row(f"{path} inputs:", "", "")
+        table.add_row(f"direct, batch {batch}", _median(run_of["direct"]), "")
+        table.add_row(f"direct, batch {batch}, next batch loaded meanwhile",
+                      _median(run_of["direct_pipe"]), "")  # fmt: skip
+        table.add_row(f"through Kafka, max_batch {batch} (backlog)", _median(run_of["kafka"]), "")
+        table.add_row("  mean records per model call (backlog)", _median(batches[path, "kafka"]),
+                      "")  # fmt: skip
+        table.add_row("direct, batch 1", _median(run_of["direct_b1"]), "")
+        table.add_row("through Kafka, one record at a time", _median(run_of["kafka_b1"]), "")
+        table.add_row(f"Kafka / direct at batch {batch}",
+                      _ratio(run_of["kafka"], run_of["direct"]), ">= 0.95")  # fmt: skip
+        table.add_row(f"Kafka / direct with decode ahead at batch {batch}",
+                      _ratio(run_of["kafka"], run_of["direct_pipe"]), ">= 0.95")  # fmt: skip
+        table.add_row("Kafka micro-batched / one-at-a-time",
+                      _ratio(run_of["kafka"], run_of["kafka_b1"]), "")  # fmt: skip
+        table.add_row("Kafka / direct at batch 1", _ratio(run_of["kafka_b1"], run_of["direct_b1"]),
+                      "")  # fmt: skip
+    if len(registries) > 1:
+        table.add_row(f"Kafka, device / host inputs, at batch {batch}",
+                      _ratio(runs["device", "kafka"], runs["host", "kafka"]), ">= 1")  # fmt: skip
+        table.add_row(f"direct, device / host inputs, at batch {batch}",
+                      _ratio(runs["device", "direct"], runs["host", "direct"]), "")  # fmt: skip
 
 
 if __name__ == "__main__":

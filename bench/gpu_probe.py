@@ -9,10 +9,12 @@ writes them (PNG, zlib level 1) and as JPEG (`--jpeg-quality`), are read:
 - each model alone, its inputs already on the device, per `--batch` size: the page model
   (gpu_node/models/classifier.py) and the orientation model (text_tiles.py, the tiles of
   that many pages per call);
-- the node's input path today: `decode_image`, then `Classifier.prepare` (`to_input`) and
-  `TextTiles.prepare` (`page_grey`, `page_tiles`) page by page, as its fetch threads do;
-- the batched path (gpu_node/models/device_inputs.py): decoded, letterboxed and tiled a
-  batch at a time by torch ops on the models' device (JPEG by nvjpeg on CUDA);
+- the node's first input path (`PAGESTREAM_MODELS__INPUTS=host`): `decode_image`, then
+  `Classifier.prepare` (`to_input`) and `TextTiles.prepare` (`page_grey`, `page_tiles`)
+  page by page, as its fetch threads do;
+- the batched path (gpu_node/models/device_inputs.py, the node's default): decoded,
+  letterboxed and tiled a batch at a time by torch ops on the models' device (JPEG by
+  nvjpeg on CUDA);
 - end to end from page bytes to both models' answers (`read`/`detect` after the first,
   `read_batch`/`detect_batch` after the second), at the largest `--batch`.
 

@@ -39,6 +39,7 @@ from gpu_node.extraction.base import ExtractionInput, Extractor
 from gpu_node.extraction.engines import Engines
 from gpu_node.models.images import RGBArray
 from gpu_node.node.background import BackgroundLoop
+from gpu_node.node.inputs import host_image
 from gpu_node.node.metrics import NodeMetrics
 from gpu_node.node.ordering import TopicPartitionKey
 from gpu_node.node.tasks import Task, document_type
@@ -149,8 +150,7 @@ class EngineScheduler:
         for task in tasks:
             assert task.image is not None  # noqa: S101 - set when the task was admitted
             try:
-                image: RGBArray = await asyncio.wrap_future(task.image)
-                fetched.append(image)
+                fetched.append(host_image(await asyncio.wrap_future(task.image)))
             except Exception as exc:
                 fetched.append(exc)
         ok = [(t, im) for t, im in zip(tasks, fetched, strict=True)

@@ -3,7 +3,8 @@
 One iteration (`GpuNode.step`):
 1. `consume()` up to max_batch records from the four work topics (as many as have
    arrived: the batch grows with the backlog, see `_take`); each record gets a slot in its
-   partition's offset order (ordering.py) and its image fetch starts in a thread pool.
+   partition's offset order (ordering.py) and its image fetch starts in a thread pool
+   (inputs.py: the page read, checked and decoded or made ready for the device).
 2. The oldest waiting batch of synchronous stages (orient, classify, ocr; stages.py)
    runs on the compute thread, one model call per stage, while the next batch's
    images are being fetched.
@@ -31,19 +32,18 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, Producer
 from prometheus_client import CollectorRegistry
 
 from gpu_node.extraction.engines import Engines
-from gpu_node.models.images import RGBArray, decode_image
-from gpu_node.models.orientation import correct
 from gpu_node.models.registry import ModelRegistry
 from gpu_node.node.background import BackgroundLoop
 from gpu_node.node.engine_scheduler import EngineScheduler
 from gpu_node.node.http import Health, start_http
+from gpu_node.node.inputs import PageInputs
 from gpu_node.node.memory import MemoryRelease
 from gpu_node.node.metrics import NodeMetrics
 from gpu_node.node.ordering import OffsetOrder, TopicPartitionKey
@@ -89,7 +89,7 @@ class GpuNode:
         self.models = models
         self.engines = engines
         self.blobs = blobs
-        self.max_image_pixels = max_image_pixels
+        self.inputs = PageInputs(blobs, models, max_pixels=max_image_pixels)
         self.metrics = NodeMetrics(metrics_registry or CollectorRegistry())
         self.stage_of_topic = {topology.name(WORK_BY_STAGE[s.value]): s for s in Stage}
         # Topics whose records can go to the engine scheduler (gpu.ocr too when a VLM
@@ -115,7 +115,7 @@ class GpuNode:
         self._memory = MemoryRelease()
         # Records a poll handed over while the node waited for a batch (_hold_while_computing).
         self._early: list[Message] = []
-        self._stages = SyncStages(models, self.metrics)
+        self._stages = SyncStages(models, self.metrics, self.inputs)
         self.outcomes = Outcomes(
             settings,
             self.order,
@@ -287,18 +287,28 @@ class GpuNode:
         outlast it (16 pages of EasyOCR took over 300 s in bench/quality.py under load):
         blocked on the batch, the node was put out of its group, its transaction was
         fenced and the batch redone, again and again. A record a poll hands over all
-        the same (a partition assigned during the wait) is kept for the next batch."""
-        while self.computing and not self.computing[0].done():
+        the same (a partition assigned during the wait) is kept for the next batch.
+
+        The wait is on the batch, not in a poll, and the partitions are paused only
+        once it has lasted a poll interval of the node's own (`_HOLD_POLL_S`, far below
+        Kafka's): a poll of paused partitions returns only at its timeout, and pausing
+        drops what the client had fetched ahead, so holding every batch that way cost it
+        whole seconds, and then a fetch (bench.gpu_node: one record a second)."""
+        paused = False
+        while self.computing and not wait([self.computing[0]], timeout=_HOLD_POLL_S).done:
+            # Every time: a partition assigned in the last poll is paused too.
             self._consumer.pause(self._consumer.assignment())
+            paused = True
             churned = self.partitions.churned
             churned.clear()
-            got = self._consumer.consume(self.settings.max_batch, _HOLD_POLL_S)
+            got = self._consumer.consume(self.settings.max_batch, 0)
             if churned:  # revoked (and maybe given back) in this poll: fetched again later
                 self._early = [m for m in self._early if (m.topic(), m.partition()) not in churned]
             self._early.extend(got)
-        held = self.scheduler.paused | self.partitions.retry_at.keys()
-        self._consumer.resume([tp for tp in self._consumer.assignment()
-                               if (tp.topic, tp.partition) not in held])  # fmt: skip
+        if paused:
+            held = self.scheduler.paused | self.partitions.retry_at.keys()
+            self._consumer.resume([tp for tp in self._consumer.assignment()
+                                   if (tp.topic, tp.partition) not in held])  # fmt: skip
 
     def _take(self, wait_s: float) -> list[Message]:
         """The next micro-batch: up to max_batch records, as many as have arrived.
@@ -361,26 +371,13 @@ class GpuNode:
                 self.outcomes.dead_letter_origin(slot, origin, stage, exc, attempts=1)
                 continue
             task = Task(stage, slot, origin, page)
-            task.image = self._pool.submit(self._fetch, task.stage, page)
+            task.image = self._pool.submit(self.inputs.fetch, task.stage, page)
             if stage is Stage.extract or self.engines.reads_with_vlm(stage, page.options.backend):
                 self.scheduler.add(task)
             else:
                 sync.append(task)
         if sync:
             self.computing.append(self._compute.submit(self._stages.run, sync))
-
-    def _fetch(self, stage: Stage, page: PageState) -> RGBArray:
-        data = self.blobs.get(page.image.uri, expected_sha256=page.image.sha256)
-        image = decode_image(data, max_pixels=self.max_image_pixels)
-        # Stages after orient see the upright page; the stored image stays as submitted.
-        if stage is not Stage.orient and page.orientation is not None:
-            image = correct(image, page.orientation)
-        # The models' inputs, made off their thread.
-        if stage is Stage.classify:
-            self.models.classifier.prepare(image)
-        elif stage is Stage.orient:
-            self.models.prepare_orient(image)
-        return image
 
     # ---- commits ---------------------------------------------------------
 

@@ -4,8 +4,15 @@ Runs on the node's compute thread and touches no loop state: it turns a batch of
 tasks into `(task, result)` or `(task, exception)` pairs, which the loop turns into
 output records or dead letters.
 
+The orient and classify stages take their pages by the path `PAGESTREAM_MODELS__INPUTS`
+names (inputs.py): on the device path this thread decodes the batch's pages onto the
+models' device in one call and the models make their inputs there, a batch at a time;
+on the host path the fetch threads made them page by page.
+
 What goes wrong, and what happens then:
-- a page's image cannot be fetched or decoded: that task's outcome is the error;
+- a page's image cannot be fetched or decoded (by a fetch thread, or by the batch's
+  decode on the device): that task's outcome is the error, and the rest of its batch
+  goes on;
 - the model call raises (or returns the wrong number of results) for the batch:
   every page of the batch is retried alone, so one bad page cannot fail the others;
   a page that fails alone carries the exception.
@@ -25,56 +32,89 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gpu_node.models.images import RGBArray
+import torch
+
+from gpu_node.models.classifier import PageReading as ModelReading
+from gpu_node.models.device_inputs import host_images
+from gpu_node.models.images import ImageDecodeError, RGBArray
 from gpu_node.models.ocr import OcrEngine
 from gpu_node.models.orientation import PageOrienter
 from gpu_node.models.rapid_ocr import RapidOcrEngine
 from gpu_node.models.registry import ModelRegistry
+from gpu_node.node.inputs import PageImage, PageInputs, host_image
 from gpu_node.node.metrics import NodeMetrics
 from gpu_node.node.tasks import Task
 from reading.layout import PageReading, read_lines
 from reading.policy import with_layout
-from schemas import Layout, OcrEngineName, OcrResult, PageState, Stage
+from schemas import Layout, OcrEngineName, OcrResult, OrientationResult, PageState, Stage
 from schemas.document_json import PageLayout
 
 log = logging.getLogger(__name__)
 
 # A task with its stage result, or the exception that stands in for one.
 StageOutcome = tuple[Task, Any]
-# What one synchronous stage does with a batch of tasks and their upright page images.
-StageFn = Callable[[Sequence[Task], Sequence[RGBArray]], Sequence[Any]]
+# What one synchronous stage does with a batch of tasks and what their fetch made of
+# their pages: a result per task, or the exception that stands in for it.
+StageFn = Callable[[Sequence[Task], Sequence[PageImage]], Sequence[Any]]
 
 SYNC_STAGES = (Stage.orient, Stage.classify, Stage.ocr)
 
 
 class SyncStages:
-    def __init__(self, models: ModelRegistry, metrics: NodeMetrics) -> None:
+    def __init__(self, models: ModelRegistry, metrics: NodeMetrics, inputs: PageInputs) -> None:
         self._models = models
         self._metrics = metrics
+        self._inputs = inputs
         self._fns: dict[Stage, StageFn] = {
             Stage.orient: self._orient,
             Stage.classify: self._classify,
             Stage.ocr: self._ocr,
         }
+        self._device_fns: dict[Stage, StageFn] = {
+            Stage.orient: self._orient_pages,
+            Stage.classify: self._classify_pages,
+        }
+
+    def _fn(self, stage: Stage) -> StageFn:
+        return self._device_fns[stage] if self._inputs.device_stage(stage) else self._fns[stage]
 
     # The registry loads each model on first use: looked up per call, not here.
-    def _orient(self, _tasks: Sequence[Task], images: Sequence[RGBArray]) -> Sequence[Any]:
+    def _orient(self, _tasks: Sequence[Task], fetched: Sequence[PageImage]) -> Sequence[Any]:
+        images = [host_image(f) for f in fetched]
         orienter = self._models.orienter
-        results: Sequence[Any]
         if isinstance(orienter, PageOrienter):
             # PageReadings: the type comes with the orientation, from the same pass.
-            results = orienter.read(images)
-            oriented = [r.orientation for r in results if r.orientation is not None]
-        else:
-            results = oriented = orienter.detect(images)
-        for r in oriented:
-            self._metrics.orientations.labels(r.method or "text").inc()
+            return self._counted(orienter.read(images))
+        return self._counted(orienter.detect(images))
+
+    def _orient_pages(self, tasks: Sequence[Task], fetched: Sequence[PageImage]) -> Sequence[Any]:
+        pages = self._inputs.pages(Stage.orient, [t.page for t in tasks], fetched)
+        ok = [p for p in pages if isinstance(p, torch.Tensor)]
+        orienter = self._models.orienter
+        if isinstance(orienter, PageOrienter):
+            return _in_place(pages, self._counted(orienter.read_pages(ok)))
+        return _in_place(pages, self._counted(orienter.detect(host_images(ok))))
+
+    def _counted(self, results: list[Any]) -> list[Any]:
+        for r in results:
+            oriented: OrientationResult | None = r.orientation if isinstance(r, ModelReading) else r
+            if oriented is not None:
+                self._metrics.orientations.labels(oriented.method or "text").inc()
         return results
 
-    def _classify(self, _tasks: Sequence[Task], images: Sequence[RGBArray]) -> Sequence[Any]:
+    def _classify(self, _tasks: Sequence[Task], fetched: Sequence[PageImage]) -> Sequence[Any]:
+        images = [host_image(f) for f in fetched]
         return self._models.classifier.predict(images, batch_size=max(1, len(images)))
 
-    def _ocr(self, tasks: Sequence[Task], images: Sequence[RGBArray]) -> Sequence[Any]:
+    def _classify_pages(self, tasks: Sequence[Task], fetched: Sequence[PageImage]) -> Sequence[Any]:
+        pages = self._inputs.pages(Stage.classify, [t.page for t in tasks], fetched)
+        ok = [p for p in pages if isinstance(p, torch.Tensor)]
+        classifier = self._models.classifier
+        readings = classifier.read_batch(classifier.make_inputs(ok)) if ok else []
+        return _in_place(pages, [r.classification for r in readings])
+
+    def _ocr(self, tasks: Sequence[Task], fetched: Sequence[PageImage]) -> Sequence[Any]:
+        images = [host_image(f) for f in fetched]
         # The tasks of one call share their engine (`model_calls`).
         results = self._ocr_engine(tasks[0].page.options.ocr_engine).read(images)
         pages = zip(tasks, images, results, strict=True)
@@ -94,7 +134,7 @@ class SyncStages:
 
     def _run_stage(self, stage: Stage, tasks: list[Task]) -> list[StageOutcome]:
         outcomes: list[StageOutcome] = []
-        ready: list[tuple[Task, RGBArray]] = []
+        ready: list[tuple[Task, PageImage]] = []
         for task in tasks:
             assert task.image is not None  # noqa: S101 - set when the task was admitted
             try:
@@ -103,7 +143,7 @@ class SyncStages:
                 outcomes.append((task, exc))
         if not ready:
             return outcomes
-        fn = self._fns[stage]
+        fn = self._fn(stage)
         started = time.perf_counter()
         try:
             results = list(fn([t for t, _ in ready], [im for _, im in ready]))
@@ -126,6 +166,15 @@ class SyncStages:
         self._metrics.stage_latency.labels(stage.value).observe(elapsed)
         outcomes.extend((task, result) for (task, _), result in zip(ready, results, strict=True))
         return outcomes
+
+
+def _in_place(pages: Sequence[torch.Tensor | ImageDecodeError], answers: list[Any]) -> list[Any]:
+    """The answers of the decoded pages, with each refused page's error in its place."""
+    decoded = sum(1 for p in pages if isinstance(p, torch.Tensor))
+    if len(answers) != decoded:
+        raise RuntimeError(f"{len(answers)} answers for {decoded} pages")
+    found = iter(answers)
+    return [p if isinstance(p, ImageDecodeError) else next(found) for p in pages]
 
 
 def model_calls(stage: Stage, tasks: list[Task]) -> list[list[Task]]:

@@ -7,7 +7,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpu_node.models.images import RGBArray
+from gpu_node.node.inputs import PageImage
 from gpu_node.node.ordering import Slot
 from schemas import PageState, Stage
 from streams.kafka.envelope import Origin
@@ -19,7 +19,7 @@ class Task:
     slot: Slot
     origin: Origin
     page: PageState
-    image: Future[RGBArray] | None = None  # fetch + decode, started when consumed
+    image: Future[PageImage] | None = None  # fetch + decode (inputs.py), started when consumed
     attempts: int = 1
     not_before: float = 0.0  # monotonic time before which an engine retry must wait
     # Sent to its engine on its own: the chunk it was in failed, and it is retried

@@ -33,6 +33,12 @@ class ModelSettings(BaseModel):
     ocr_languages: list[str] = Field(default_factory=lambda: ["en"])
     # Decoded images larger than this are refused (decompression bombs).
     max_image_pixels: int = Field(default=40_000_000, gt=0)
+    # How the GPU node makes the orient and classify stages' model inputs: "device",
+    # a batch at a time by torch ops on the models' device (JPEG decoded there by nvjpeg
+    # on CUDA; gpu_node/models/device_inputs.py); "host", page by page in PIL and numpy
+    # on the fetch threads (the first path, kept so the two can be compared through
+    # Kafka: bench.gpu_node). The ocr and extract stages read host arrays either way.
+    inputs: Literal["host", "device"] = "device"
     # torch intra-op threads; None leaves torch's default (one per core). On a
     # machine shared with other busy processes fewer threads run faster, because
     # OpenMP threads spin-wait for each other.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ from prometheus_client import CollectorRegistry
 from bench.hostile_records import plain_page
 from gpu_node.models.images import RGBArray
 from gpu_node.models.registry import ModelRegistry
+from gpu_node.node.inputs import PageImage, PageInputs
 from gpu_node.node.metrics import NodeMetrics
 from gpu_node.node.ordering import Slot
 from gpu_node.node.stages import SyncStages, laid_out, model_calls
@@ -22,6 +24,7 @@ from gpu_node.node.tasks import Task
 from reading.policy import MAX_LINES
 from schemas import Layout, OcrEngineName, Options, PageState, Stage
 from schemas.pages import OcrBox, OcrResult
+from streams.blobs import BlobStore
 from streams.kafka.envelope import Origin
 from streams.settings import ModelSettings
 from tests.support.ocr_pages import LEFT, RIGHT, TITLE, pixels, two_columns_pdf
@@ -32,7 +35,7 @@ SIDE = 700
 def _task(offset: int, image: RGBArray | None = None, **options: Any) -> Task:
     page = plain_page(doc_id=f"doc-{offset}", options=Options(auto_rotate=False, **options),
                       last_stage=Stage.orient, ocr=None)  # fmt: skip
-    future: Future[RGBArray] = Future()
+    future: Future[PageImage] = Future()
     future.set_result(np.zeros((8, 8, 3), np.uint8) if image is None else image)
     origin = Origin("gpu.ocr", 0, offset, None, page.doc_id.encode(), b"")
     return Task(Stage.ocr, Slot("gpu.ocr", 0, offset), origin, page, image=future)
@@ -56,7 +59,9 @@ def test_model_calls_split_ocr_pages_by_engine_in_their_order() -> None:
 
 
 @pytest.mark.slow
-def test_an_ocr_batch_is_read_by_the_engine_each_document_names(models: ModelRegistry) -> None:
+def test_an_ocr_batch_is_read_by_the_engine_each_document_names(
+    models: ModelRegistry, tmp_path: Path
+) -> None:
     image = pixels(two_columns_pdf(), SIDE)
     tasks = [
         _task(0, image),  # the default: RapidOCR, laid out
@@ -65,7 +70,8 @@ def test_an_ocr_batch_is_read_by_the_engine_each_document_names(models: ModelReg
     ]
     metrics = NodeMetrics(CollectorRegistry())
 
-    outcomes = dict(SyncStages(models, metrics).run(tasks))
+    inputs = PageInputs(BlobStore(str(tmp_path)), models, max_pixels=10**7)
+    outcomes = dict(SyncStages(models, metrics, inputs).run(tasks))
 
     results: dict[str, OcrResult] = {t.page.doc_id: outcomes[t] for t in tasks}
     assert {k: r.source for k, r in results.items()} == {
