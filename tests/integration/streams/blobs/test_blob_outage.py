@@ -4,8 +4,10 @@ escaped the agent, faust acknowledged the record, and the document vanished."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from schemas import DocumentResult, Operation, Options, decode
@@ -38,8 +40,13 @@ def test_ingest_waits_for_the_blob_store_and_then_completes_the_document(
                          options=Options(auto_rotate=False), doc_id="outage")  # fmt: skip
         sub.flush()
         watched = [topology.name(RESULTS), topology.name(DLQ)]
-        assert read_committed(settings, watched, expect=1, timeout_s=8) == []
-        assert "will be retried: BlobStoreUnavailableError" in worker.tail(10**6)
+        # The worker counts its retries of the world's fault (however long it takes to
+        # start on a loaded machine), and meanwhile nothing ended the document.
+        deadline = time.monotonic() + 180
+        while _store_retries(worker) == 0:
+            assert worker.poll() is None and time.monotonic() < deadline, worker.tail()
+            time.sleep(0.5)
+        assert read_committed(settings, watched, expect=1, timeout_s=3) == []
         root.unlink()
         away.rename(root)
         with node_factory():
@@ -53,3 +60,12 @@ def test_ingest_waits_for_the_blob_store_and_then_completes_the_document(
     (result,) = out
     assert result.topic() == topology.name(RESULTS)
     assert decode(DocumentResult, result.value()).status == "completed"
+
+
+def _store_retries(worker: support.Worker) -> float:
+    """Ingest's retries for the blob store's absence so far (0 before /metrics is up)."""
+    try:
+        return worker.metric_total("pagestream_agent_retries_total",
+                                   error="BlobStoreUnavailableError")  # fmt: skip
+    except httpx.TransportError:
+        return 0.0
