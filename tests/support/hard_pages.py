@@ -28,8 +28,10 @@ def many_lines_page(lines: int = 10_000) -> bytes:
     """One tall page of `lines` one-point text lines."""
     doc: Any = pymupdf.open()  # type: ignore[no-untyped-call]
     page = doc.new_page(width=595, height=max(842, lines + 20))
-    for i in range(lines):
-        page.insert_text((20, 10 + i), f"line {i}", fontsize=1)
+    # One call, a line a point apart: insert_text per line rewrites the page each time
+    # (72 s for 10,000 lines).
+    text = "\n".join(f"line {i}" for i in range(lines))
+    page.insert_text((20, 10), text, fontsize=1, lineheight=1)
     return to_bytes(doc)
 
 

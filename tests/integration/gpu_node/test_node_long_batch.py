@@ -22,21 +22,21 @@ from tests.support.pages import produce, read_committed, stage_topics
 
 pytestmark = pytest.mark.kafka
 
-PAGES = 8
+PAGES = 2
 INTERVAL_S = 10
 
 
 def test_a_batch_longer_than_the_poll_interval_keeps_the_node_in_its_group(
     settings, topology: Topology, node_factory, make_page
 ):
-    # EasyOCR on a CPU: 8 pages a batch take longer than the 10 s poll interval. Before,
+    # EasyOCR on a CPU: 2 pages a batch take longer than the 10 s poll interval. Before,
     # the loop blocked on the batch in flight while the next one waited: past the
     # interval the consumer left its group, the transaction was fenced and aborted,
     # and the same pages were read and run again (bench/quality: 16 pages of OCR
     # outlasted the default 300 s). Now the node polls, its partitions paused, while
     # it waits.
-    # EasyOCR (the slower engine, about 3 s a page here) and no layout pass: one batch of
-    # 8 pages outlasts the 10-second interval (the shortest the node accepts), and the
+    # EasyOCR (the slower engine, about 15 s a 960-pixel page here) and no layout pass: one
+    # batch of 2 pages outlasts the 10-second interval (the shortest the node accepts), and the
     # node's own latency histogram says it did, so the test cannot pass without the case.
     # The pages are written before the node starts: its first poll takes them all.
     work, facts = stage_topics(topology)[Stage.ocr]

@@ -7,6 +7,7 @@ mean a stage stalled longer than the leader election it went through)."""
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,9 +27,11 @@ from streams.topics import RESULTS
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.xdist_group("chaos")]
 
 
-@pytest.fixture
-def three_brokers(tmp_path: Path) -> Iterator[BrokerSettings]:
-    settings = cluster_settings(tmp_path / "cluster", nodes=3, heap="512m")
+@pytest.fixture(scope="module")
+def three_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerSettings]:
+    # One cluster for the module: the topics test changes nothing the chaos test reads
+    # (its own prefix), and a cluster costs 25 s to start.
+    settings = cluster_settings(tmp_path_factory.mktemp("cluster"), nodes=3, heap="512m")
     broker.start(settings)
     try:
         yield settings
@@ -39,7 +42,7 @@ def three_brokers(tmp_path: Path) -> Iterator[BrokerSettings]:
 def _settings(cluster: BrokerSettings, tmp_path: Path) -> Settings:
     return Settings(
         kafka=KafkaSettings(bootstrap_servers=broker.bootstrap_servers(cluster)),
-        topics=replicated_topics("cluster.", 3),
+        topics=replicated_topics(f"cluster{uuid.uuid4().hex[:6]}.", 3),
         blobs=BlobSettings(root=str(tmp_path / "blobs")),
     )
 

@@ -39,7 +39,9 @@ from streams.topics import DLQ, GPU_ORIENT, ORIENTED, RAW, RESULTS
 from tests.support.coordinator import wait_for_group_coordinator
 from tests.support.up import EXPECTED, sample_statuses
 
-pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+# One worker runs the module: its secure broker (module-scoped) starts once, not once on
+# each worker that --dist loadgroup would hand some of its tests.
+pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.xdist_group("secure")]
 
 
 @pytest.fixture(scope="module")
