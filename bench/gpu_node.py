@@ -24,7 +24,8 @@ processes the same pages (as ingest writes them: --page-format), on each input p
   timed from the node's partition assignment to the last output visible to
   read_committed (the tasks are queued in Kafka before the node starts: a backlog);
 - kafka one-at-a-time: the same with max_batch=1 (one record, one model call,
-  one transaction: the seeds' per-request design);
+  one transaction: the seeds' per-request design); --commit-interval-ms sets how far
+  apart the node's transactions are (0: one per batch, as before the interval);
 - the models alone (orient, classify): their forward passes on --batch pages whose
   inputs are already on the device (bench.gpu_probe), for Kafka / models alone;
 - trickle (the last path): the node idle, pages sent one by one at --trickle-rate per
@@ -93,6 +94,10 @@ class NodeRun:
     node_ms: list[float] = field(default_factory=list)  # per page: hop minus model time
 
 
+# NodeSettings fields of every node the bench starts (--commit-interval-ms).
+NODE_OPTS: dict[str, Any] = {}
+
+
 def _node(models: ModelRegistry, stage: Stage, bootstrap: str, blob_root: str, batch: int,
           prefix: str) -> tuple[Any, threading.Event, threading.Thread]:  # fmt: skip
     settings = Settings(
@@ -104,6 +109,7 @@ def _node(models: ModelRegistry, stage: Stage, bootstrap: str, blob_root: str, b
             max_batch=batch,
             http_host="127.0.0.1",
             http_port=0,
+            **NODE_OPTS,
         ),
     )
     node = build_node(settings, models, Engines(settings.extraction, models))
@@ -224,6 +230,9 @@ def main(
     device: Annotated[str, typer.Option(help="auto, cpu or cuda[:N]")] = "auto",
     page_format: Annotated[str, typer.Option(help="png (as ingest by default) or jpeg")] = "png",
     jpeg_quality: Annotated[int, typer.Option(min=1, max=100)] = 92,
+    commit_interval_ms: Annotated[
+        int | None, typer.Option(min=0, help="the node's; 0: a transaction per batch")
+    ] = None,
 ) -> None:
     logging.basicConfig(level=logging.WARNING)
     import torch
@@ -233,6 +242,8 @@ def main(
     if threads:
         torch.set_num_threads(threads)
     paths = PATHS if inputs == "both" else (inputs,)
+    if commit_interval_ms is not None:
+        NODE_OPTS["commit_interval_ms"] = commit_interval_ms
     try:
         registries = _registries(device, paths)
     except RuntimeError as exc:  # --device cuda without CUDA: one line, not a trace
@@ -292,6 +303,7 @@ def _run(registries: dict[str, ModelRegistry], stage: Stage, n: int, batch: int,
     models = next(iter(registries.values()))
     size = f"{sum(map(len, blobs)) / n / 1000:,.0f} KB/page"
     title = (f"{stage.value}: {n} pages, {width}px, {fmt} ({size}), {models.device.device}, "
+             f"commits {NodeSettings(**NODE_OPTS).commit_interval_ms} ms apart, "
              f"median (min-max) of {repeats} repeats")  # fmt: skip
     table = Table("measure", "pages/s or ratio", "target", title=title)
     _rows(table, registries, runs, batches, batch)

@@ -13,7 +13,7 @@ One iteration (`GpuNode.step`):
    topics above its bound; finished ones are collected without waiting.
 4. Each result or failure becomes output records (outcomes.py), and every partition's
    resolved prefix is committed in one transaction (transactions.py): outputs, dead
-   letters and the consumed offsets together.
+   letters and the consumed offsets together, at most every commit_interval_ms.
 
 A crash between 1 and 4 loses nothing (offsets were not committed, the work is
 redone) and doubles nothing (outputs of an unfinished transaction are invisible to
@@ -66,7 +66,6 @@ _BUSY_POLL_S = 0.005
 _HOLD_POLL_S = 1.0
 # Synchronous-stage batches consumed ahead of the model: one computing, one fetching.
 _QUEUED_BATCHES = 2
-
 __all__ = ["FatalNodeError", "GpuNode"]
 
 
@@ -152,8 +151,8 @@ class GpuNode:
         )
         self._transactions = Transactions(
             producer, consumer, self.metrics, count_outputs=self.outcomes.count,
-            on_refused=self.outcomes.refused_by_broker,
-            on_committed=self.outcomes.committed,
+            interval_s=settings.commit_interval_ms / 1000,
+            on_refused=self.outcomes.refused_by_broker, on_committed=self.outcomes.committed,
         )  # fmt: skip
 
     @property
@@ -259,12 +258,14 @@ class GpuNode:
                 wait_s = min(max_wait_s, _BUSY_POLL_S)  # a finished one commits soon
             else:
                 wait_s = max_wait_s
+            if self.order.has_ready():  # not past the moment it is due to commit
+                wait_s = min(wait_s, max(0.0, self._transactions.due_in()))
             self._admit(self._take(wait_s))
         self.partitions.resume_due_retries()
         self.scheduler.collect()
         self.scheduler.submit()
         self.partitions.apply_backpressure()
-        self._commit_ready()
+        self._commit_ready(when_due=True)
         # In order; wait for the oldest only when the look-ahead is full.
         if len(self.computing) >= _QUEUED_BATCHES:
             self._hold_while_computing()
@@ -274,7 +275,7 @@ class GpuNode:
             applied = True
         if applied:
             # Now, not after the next poll: an idle node's poll waits up to max_wait_ms.
-            self._commit_ready()
+            self._commit_ready(when_due=True)
             self._memory.worked()
         elif not self.computing and not self.scheduler.busy:
             self._memory.idle()
@@ -381,7 +382,12 @@ class GpuNode:
 
     # ---- commits ---------------------------------------------------------
 
-    def _commit_ready(self) -> None:
+    def _commit_ready(self, *, when_due: bool = False) -> None:
+        """Commit what is finished: now (a rebalance, a rewind, a stop), or `when_due`,
+        once commit_interval_ms has passed since the last commit, so that batches
+        finished in between share one transaction."""
+        if when_due and self._transactions.due_in() > 0:
+            return
         ready = self.order.take_ready()
         if ready.records and not self._transactions.commit(ready, self.assigned):
             # Rewound: later work on those partitions is dropped too, since the seek

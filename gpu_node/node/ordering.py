@@ -77,6 +77,10 @@ class OffsetOrder:
                 records += 1
         return Ready(outputs, sources, next_offsets, first_offsets, records)
 
+    def has_ready(self) -> bool:
+        """Whether `take_ready` would hand out anything."""
+        return any(slots and slots[0].outputs is not None for slots in self._slots.values())
+
     def drop(self, partitions: Iterable[TopicPartitionKey]) -> int:
         """Forget the partitions' slots (revoked, lost, or rewound); returns how many."""
         dropped = 0

@@ -69,6 +69,7 @@ class Transactions:
         metrics: NodeMetrics,
         *,
         count_outputs: Callable[[list[Outgoing]], None],
+        interval_s: float = 0.0,
         on_refused: Callable[[Refusals], None] = lambda _: None,
         on_committed: Callable[[set[RecordKey]], None] = lambda _: None,
     ) -> None:
@@ -79,6 +80,8 @@ class Transactions:
         self._on_refused = on_refused
         self._on_committed = on_committed
         self._open = False
+        self._interval_s = interval_s
+        self._began_at = float("-inf")  # monotonic: the first finished work commits at once
         # Inputs of the open transaction whose outputs the broker refused as too large,
         # and the topics that refused them; those produced alone, which are sure.
         self._refused: Refusals = {}
@@ -91,10 +94,16 @@ class Transactions:
         transaction; call once before the first commit."""
         self._producer.init_transactions(TXN_TIMEOUT_S * 2)
 
+    def due_in(self) -> float:
+        """Seconds until the next commit is due (<= 0: now): commits are `interval_s`
+        apart at least, when the caller asks for it."""
+        return self._began_at + self._interval_s - time.monotonic()
+
     def commit(self, ready: Ready, assigned: set[TopicPartitionKey]) -> bool:
         """Commit `ready` in one transaction; False when it was aborted and rewound
         (the caller must drop the rewound partitions' later work too)."""
         producer, consumer = self._producer, self._consumer
+        self._began_at = time.monotonic()
         try:
             producer.begin_transaction()
             self._open = True

@@ -154,6 +154,13 @@ class NodeSettings(BaseModel):
     linger_ms: int = Field(default=0, ge=0)
     # Extractions submitted to the engine and not finished; above it gpu.extract
     # partitions are paused (the loop keeps polling the other stages).
+    # How long finished work may wait for its transaction. Each commit is a few broker
+    # round trips (tens of ms) whatever it holds; a GPU finishes a batch in a few ms,
+    # so one transaction per batch would be the node's ceiling. Results are invisible
+    # to read_committed readers until then: this is the latency traded for throughput
+    # (Kafka Streams' commit.interval.ms under exactly-once, 100 ms, likewise). 0: one
+    # transaction per batch. A rebalance or a stop commits at once.
+    commit_interval_ms: int = Field(default=100, ge=0)
     max_inflight_extractions: int = Field(default=32, ge=1)
     fetch_threads: int = Field(default=4, ge=1)  # image fetch + decode pool
     # The loop never blocks longer than one batch of the slowest synchronous stage,

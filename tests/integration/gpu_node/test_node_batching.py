@@ -71,3 +71,26 @@ def test_a_lone_page_is_answered_without_waiting_to_fill_a_batch(
             assert len(got) == i + 1, f"page {i} not answered within 10 s"
         calls, records = _batches(node, Stage.classify)
     assert (calls, records) == (3, 3)  # each page alone, as it came
+
+
+def test_batches_finished_within_the_commit_interval_share_one_transaction(
+    settings: Settings, topology: Topology, node_factory, make_page
+):
+    # A transaction costs a few broker round trips whatever it carries; a GPU finishes a
+    # batch in a few ms, so one transaction per batch was the node's ceiling. Here 48
+    # pages in batches of 4 run in one to a few seconds: with commits 3 s apart at least
+    # they take a few transactions, not one per batch (12 or more before).
+    work, facts = stage_topics(topology)[Stage.classify]
+    docs = list(generate(23, 8, doc_types=[DocumentType.rg_front], rotations=[0], width=320))
+    pages = [
+        make_page(docs[i % len(docs)].image, doc_id=f"shared-{i}", operation=Operation.classify)
+        for i in range(48)
+    ]
+    produce_pages(settings, work, pages)
+    with node_factory(max_batch=4, commit_interval_ms=3_000) as node:
+        got = read_committed(settings, [facts], expect=len(pages), settle_s=1)
+        calls, records = _batches(node, Stage.classify)
+        commits = node.metrics.transactions.labels("commit")._value.get()
+    assert len(got) == len({m.key() for m in got}) == records == len(pages)  # each once
+    assert calls >= 12
+    assert commits <= calls / 2, f"{commits:.0f} transactions for {calls:.0f} batches"

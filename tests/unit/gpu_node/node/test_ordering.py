@@ -18,8 +18,11 @@ def test_only_the_resolved_prefix_of_each_partition_is_released():
     a0, a1, a2 = (order.add("work", 0, o) for o in (10, 11, 12))
     b0 = order.add("work", 1, 5)
     order.resolve(a1, out("a1"))  # finished before a0: must wait
+    assert not order.has_ready()
     order.resolve(b0, out("b0"))
+    assert order.has_ready()
     ready = order.take_ready()
+    assert not order.has_ready()
     assert [o.key for o in ready.outputs] == [b"b0"]
     assert ready.next_offsets == {("work", 1): 6}
     order.resolve(a0, out("a0"))
