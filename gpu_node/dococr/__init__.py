@@ -6,27 +6,5 @@ batch with the preset's prompt, image size and sampling (`PRESETS`), and
 `parse_reply` turns what the model wrote into an `OcrResult`.
 """
 
-from __future__ import annotations
-
-from gpu_node.dococr.presets import PRESETS, NoRepeatNGram, Preset
-from gpu_node.dococr.reply import PageReply, parse_reply
-from gpu_node.dococr.transcribe import (
-    Completion,
-    PageAsk,
-    PageCompleter,
-    PageReader,
-    transcribe,
-)
-
-__all__ = [
-    "PRESETS",
-    "Completion",
-    "NoRepeatNGram",
-    "PageAsk",
-    "PageCompleter",
-    "PageReader",
-    "PageReply",
-    "Preset",
-    "parse_reply",
-    "transcribe",
-]
+# Nothing is re-exported: importing one module of the package must not load the others'
+# models. Import from the modules themselves.

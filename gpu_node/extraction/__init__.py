@@ -8,18 +8,5 @@ are imported from their modules: they also read pages for gpu_node.dococr, which
 builds on this package, and `vllm_engine` must import without vLLM.
 """
 
-from __future__ import annotations
-
-from gpu_node.extraction.base import EngineUnavailable, ExtractionInput, Extractor
-from gpu_node.extraction.batch import gather_batch
-from gpu_node.extraction.hybrid import HybridExtractor
-from gpu_node.extraction.rules import RulesExtractor
-
-__all__ = [
-    "EngineUnavailable",
-    "ExtractionInput",
-    "Extractor",
-    "HybridExtractor",
-    "RulesExtractor",
-    "gather_batch",
-]
+# Nothing is re-exported: importing one module of the package must not load the others'
+# models. Import from the modules themselves.

@@ -51,6 +51,7 @@ def test_the_probe_times_every_path_and_the_answers_agree(tmp_path: Path) -> Non
         assert name in run.stdout  # the printed tables
 
 
+@pytest.mark.slow  # over 2.5 s: make test, not make check
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_asking_for_cuda_without_it_is_one_line() -> None:
     run = _probe("--device", "cuda", "--pages", "1", "--batch", "1")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -70,6 +71,7 @@ def test_ocr_markdown_reads_one_column_before_the_next() -> None:
     assert -1 not in positions and positions == sorted(positions)
 
 
+@pytest.mark.slow  # over 2.5 s: make test, not make check
 def test_a_caption_between_columns_wrapped_round_a_figure_follows_them() -> None:
     # Rows 5 to 9 make room for a photo between the columns; its caption crosses the
     # gutter line after line, with each column's text beside it.

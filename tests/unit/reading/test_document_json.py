@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pymupdf
+import pytest
 
 from reading import layout
 from reading.document import document_page, outputs
@@ -61,6 +62,7 @@ def test_a_text_layer_page_has_its_blocks_in_reading_order_furniture_kept() -> N
                and 0 <= b.box[1] < b.box[3] <= page.height for b in page.blocks)  # fmt: skip
 
 
+@pytest.mark.slow  # over 2.5 s: make test, not make check
 def test_kept_headers_change_the_markdown_not_the_blocks() -> None:
     kept, dropped = _report(keep_headers=True).result, _report().result
     assert kept.markdown != dropped.markdown

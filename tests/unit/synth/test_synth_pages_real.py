@@ -24,6 +24,7 @@ def test_every_kind_renders_a_page_with_something_on_it(kind: str) -> None:
     assert grey.std() > 5  # text, rules or strokes: not a blank sheet
 
 
+@pytest.mark.slow  # over 2.5 s: make test, not make check
 def test_kinds_are_drawn_by_weight() -> None:
     assert set(KINDS) == set(LAYOUTS) | set(DRAWN)
     kinds = [render_real_page(page_rng(4, i, "train")).kind for i in range(40)]

@@ -8,13 +8,14 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from gpu_node.extraction import ExtractionInput, HybridExtractor
+from gpu_node.extraction.base import ExtractionInput
 from gpu_node.extraction.hybrid import (
     REASON_CPF_BOTH_VALID,
     REASON_CPF_FROM_OCR,
     REASON_CPF_REPLACED,
     REASON_DIFFER,
     WARNING_CPF_DROPPED,
+    HybridExtractor,
 )
 from gpu_node.models.images import RGBArray
 from gpu_node.models.ocr import OcrEngine

@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpu_node.extraction import ExtractionInput, RulesExtractor
+from gpu_node.extraction.base import ExtractionInput
 from gpu_node.extraction.rules import (
+    RulesExtractor,
     extract_fields,
     parse_category,
     parse_issuer,

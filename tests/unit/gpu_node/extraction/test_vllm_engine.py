@@ -118,6 +118,7 @@ def test_tiny_vlm_is_idempotent_and_deterministic(tiny_vlm_dir: Path, tmp_path: 
         assert (again / name).read_bytes() == (tiny_vlm_dir / name).read_bytes()
 
 
+@pytest.mark.slow  # over 2.5 s: make test, not make check
 def test_module_imports_without_vllm() -> None:
     code = "import sys, gpu_node.extraction.vllm_engine; assert 'vllm' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

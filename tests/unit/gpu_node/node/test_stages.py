@@ -135,6 +135,7 @@ def test_a_page_past_the_layout_budget_keeps_its_plain_text() -> None:
     assert laid.warnings == [f"no Markdown layout: {budget}; plain text instead"]
 
 
+@pytest.mark.slow  # over 2.5 s: make test, not make check
 def test_running_heads_are_dropped_or_kept_as_comments_as_the_page_asks() -> None:
     # The lines of a report page: a running head, body lines, a page number.
     body = [_box(f"Body line {i} of the report that explains the figures.", 100, 300 + 30 * i,

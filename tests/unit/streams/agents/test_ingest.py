@@ -280,6 +280,7 @@ def test_a_tiff_over_its_budget_once_scaled_up_for_ocr_is_dead_lettered_naming_i
 # ---- the tenant travels with the document ----------------------------------------------
 
 
+@pytest.mark.slow  # over 2.5 s: make test, not make check
 def test_every_page_of_a_submission_carries_its_tenant(tmp_path: Path, renderer: Renderer) -> None:
     from schemas import Progress
     from streams.topics import PROGRESS

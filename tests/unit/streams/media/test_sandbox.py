@@ -83,6 +83,7 @@ def test_a_media_error_keeps_its_class_and_the_process(renderer: Renderer) -> No
     assert renderer.pid == pid and renderer.restarts == {}
 
 
+@pytest.mark.slow  # over 2.5 s: make test, not make check
 def test_a_document_past_the_deadline_is_refused_and_its_process_killed() -> None:
     renderer = Renderer(timeout_s=1.0, memory_bytes=2 * 1024**3)
     try:
@@ -100,6 +101,7 @@ def test_a_document_past_the_deadline_is_refused_and_its_process_killed() -> Non
         renderer.close()
 
 
+@pytest.mark.slow  # over 2.5 s: make test, not make check
 def test_a_page_past_the_memory_limit_is_refused_naming_it() -> None:
     renderer = Renderer(timeout_s=60, memory_bytes=SMALL_MEMORY)
     try:
@@ -112,6 +114,7 @@ def test_a_page_past_the_memory_limit_is_refused_naming_it() -> None:
         renderer.close()
 
 
+@pytest.mark.slow  # over 2.5 s: make test, not make check
 def test_a_render_process_killed_mid_document_fails_that_document_only(
     renderer: Renderer,
 ) -> None:
@@ -125,6 +128,7 @@ def test_a_render_process_killed_mid_document_fails_that_document_only(
     assert isinstance(page, PageImage) and renderer.restarts == {"crash": 1}
 
 
+@pytest.mark.slow  # over 2.5 s: make test, not make check
 def test_an_abandoned_render_kills_its_process_and_is_no_verdict_on_the_document(
     renderer: Renderer,
 ) -> None:
@@ -172,6 +176,7 @@ def test_abandoning_a_finished_render_leaves_the_next_document_alone(renderer: R
     assert renderer.pid == pid and renderer.restarts == {}
 
 
+@pytest.mark.slow  # over 2.5 s: make test, not make check
 def test_a_render_process_whose_agent_is_gone_stops_rendering() -> None:
     # The agent died mid-page: nobody reads the pages or kills the process. Its CPU
     # limit (the deadline) ends it rather than the 50 s the page would take.
