@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -32,16 +33,22 @@ def _wait_assigned(node: GpuNode, topic: str) -> None:
         time.sleep(0.02)
 
 
+def _backlog(settings: Settings, work: str, make_page, *, seed: int, name: str) -> list[Any]:
+    """48 classify pages (8 drawn, repeated) queued in `work` before the node starts."""
+    docs = list(generate(seed, 8, doc_types=[DocumentType.rg_front], rotations=[0], width=320))
+    pages = [
+        make_page(docs[i % len(docs)].image, doc_id=f"{name}-{i}", operation=Operation.classify)
+        for i in range(48)
+    ]
+    produce_pages(settings, work, pages)
+    return pages
+
+
 def test_a_backlog_is_read_in_full_batches(
     settings: Settings, topology: Topology, node_factory, make_page
 ):
     work, facts = stage_topics(topology)[Stage.classify]
-    docs = list(generate(21, 8, doc_types=[DocumentType.rg_front], rotations=[0], width=320))
-    pages = [
-        make_page(docs[i % len(docs)].image, doc_id=f"backlog-{i}", operation=Operation.classify)
-        for i in range(48)
-    ]
-    produce_pages(settings, work, pages)  # queued before the node starts
+    pages = _backlog(settings, work, make_page, seed=21, name="backlog")
     with node_factory(max_batch=16) as node:
         got = read_committed(settings, [facts], expect=len(pages))
         calls, records = _batches(node, Stage.classify)
@@ -81,12 +88,7 @@ def test_batches_finished_within_the_commit_interval_share_one_transaction(
     # pages in batches of 4 run in one to a few seconds: with commits 3 s apart at least
     # they take a few transactions, not one per batch (12 or more before).
     work, facts = stage_topics(topology)[Stage.classify]
-    docs = list(generate(23, 8, doc_types=[DocumentType.rg_front], rotations=[0], width=320))
-    pages = [
-        make_page(docs[i % len(docs)].image, doc_id=f"shared-{i}", operation=Operation.classify)
-        for i in range(48)
-    ]
-    produce_pages(settings, work, pages)
+    pages = _backlog(settings, work, make_page, seed=23, name="shared")
     with node_factory(max_batch=4, commit_interval_ms=3_000) as node:
         got = read_committed(settings, [facts], expect=len(pages), settle_s=1)
         calls, records = _batches(node, Stage.classify)
