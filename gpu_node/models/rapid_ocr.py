@@ -118,6 +118,11 @@ class RapidOcrEngine:
     def __init__(self, engine: RapidOCR) -> None:
         self.engine = engine
 
+    @property
+    def device(self) -> str:
+        """Where its sessions run: `cuda` on onnxruntime's CUDA provider, else `cpu`."""
+        return "cuda" if _CUDA in _providers(self.engine) else "cpu"
+
     def read(self, images: Sequence[RGBArray]) -> list[OcrResult]:
         started = time.perf_counter()
         results: list[OcrResult] = []

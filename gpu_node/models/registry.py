@@ -93,6 +93,17 @@ class ModelRegistry:
         )
         return model
 
+    def devices(self) -> dict[str, str]:
+        """The device each model loaded so far actually runs on, by model."""
+        loaded = self.__dict__  # cached_property keeps what it loaded there
+        device = str(self.device.device)
+        found = {name: device for name in ("classifier", "text_tiles") if loaded.get(name)}
+        if "reader" in loaded:
+            found["easyocr"] = str(self.reader.device)
+        if "rapid_ocr" in loaded:
+            found["rapidocr"] = self.rapid_ocr.device
+        return found
+
     @cached_property
     def rules(self) -> RulesExtractor:
         # Imported here: gpu_node.extraction builds on gpu_node.models, which must

@@ -211,10 +211,10 @@ class GpuNode:
         self._close(runner)
 
     def _load_models(self) -> None:
-        # Loaded before the node joins the group, so the first batch is not slow
-        # and a missing checkpoint fails the start instead of a partition.
+        # Before the node joins: the first batch is not slow, a missing checkpoint fails the start.
         _ = self.models.orienter, self.models.classifier, self.models.ocr, self.models.rules
         _ = self.models.rapid_ocr
+        self.metrics.loaded_on(self.models.devices())
         self._bg.run(self.engines.start())
 
     def _drain(self, grace_s: float) -> None:

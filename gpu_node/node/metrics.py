@@ -90,8 +90,20 @@ class NodeMetrics:
             "Extraction batches put back because the engine was unavailable.",
             registry=registry,
         )
+        self.model_device = Gauge(
+            "pagestream_gpu_model_device_info",
+            "1 for each model the node loaded, labelled with the device it actually runs on "
+            "(RapidOCR falls back to the CPU when onnxruntime has no CUDA provider).",
+            ["model", "device"],
+            registry=registry,
+        )
         self.world_retries = Counter(
             "pagestream_gpu_partition_retries_total",
             "Partitions rewound and paused because the blob store was unavailable.",
             registry=registry,
         )
+
+    def loaded_on(self, devices: dict[str, str]) -> None:
+        """Model -> the device it runs on, as the models were loaded."""
+        for model, device in devices.items():
+            self.model_device.labels(model, device).set(1)

@@ -78,6 +78,12 @@ def test_a_lone_page_is_answered_without_waiting_to_fill_a_batch(
             assert len(got) == i + 1, f"page {i} not answered within 10 s"
         calls, records = _batches(node, Stage.classify)
     assert (calls, records) == (3, 3)  # each page alone, as it came
+    # Each model says where it runs: this machine's CPU, for all four.
+    info = "pagestream_gpu_model_device_info"
+    devices = {s.labels["model"]: s.labels["device"]
+               for metric in node.metrics.registry.collect() if metric.name == info
+               for s in metric.samples}  # fmt: skip
+    assert devices == dict.fromkeys(("classifier", "text_tiles", "easyocr", "rapidocr"), "cpu")
 
 
 def test_batches_finished_within_the_commit_interval_share_one_transaction(
