@@ -32,10 +32,11 @@ from tests.support.procs import render_cpu_s, wait_until_rendering
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.serial]  # render CPU measured
 
-# Far longer than a second worker takes to start and join the group (under 15 s here):
-# a rebalance that waited for the render would write its dead letter first. Each test
-# renders the document to this deadline once, so it sets the tests' length.
-RENDER_TIMEOUT_S = 40
+# Twice what a second worker takes to start and join the group (under 15 s here, where
+# these serial tests run alone): a rebalance that waited for the render would write its
+# dead letter first. Each test renders the document to this deadline once, so it sets
+# the tests' length.
+RENDER_TIMEOUT_S = 30
 # Four million half-page fills: about 160 s at the default 150 dpi, past the deadline.
 SLOW_PDF = busy_page_pdf(4, side_pt=100)
 RESTARTS = "pagestream_agent_render_restarts_total"
