@@ -114,7 +114,7 @@ class GpuNode:
         self._memory = MemoryRelease()
         # Records a poll handed over while the node waited for a batch (_hold_while_computing).
         self._early: list[Message] = []
-        self._stages = SyncStages(models, self.metrics, self.inputs)
+        self._stages = SyncStages(models, self.metrics, self.inputs, settings.batch_memory_bytes)
         self.outcomes = Outcomes(
             settings,
             self.order,

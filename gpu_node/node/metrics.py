@@ -90,6 +90,13 @@ class NodeMetrics:
             "Extraction batches put back because the engine was unavailable.",
             registry=registry,
         )
+        self.batch_splits = Counter(
+            "pagestream_gpu_batch_splits_total",
+            "Batches run again in halves because they did not fit the device's memory "
+            "(CUDA out of memory, or over PAGESTREAM_NODE__BATCH_MEMORY_BYTES).",
+            ["stage"],
+            registry=registry,
+        )
         self.model_device = Gauge(
             "pagestream_gpu_model_device_info",
             "1 for each model the node loaded, labelled with the device it actually runs on "

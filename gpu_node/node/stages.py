@@ -13,9 +13,12 @@ What goes wrong, and what happens then:
 - a page's image cannot be fetched or decoded (by a fetch thread, or by the batch's
   decode on the device): that task's outcome is the error, and the rest of its batch
   goes on;
-- the model call raises (or returns the wrong number of results) for the batch:
-  every page of the batch is retried alone, so one bad page cannot fail the others;
-  a page that fails alone carries the exception.
+- the batch does not fit the device's memory (CUDA out of memory, or its decoded pages
+  over `PAGESTREAM_NODE__BATCH_MEMORY_BYTES`): it is run again in halves, down to one
+  page; a page too large alone fails with that error, and its batch mates go on;
+- the model call raises anything else (or returns the wrong number of results): every
+  page of the batch is retried alone, so one bad page cannot fail the others; a page
+  that fails alone carries the exception.
 - the layout model fails on an OCR page: the page keeps its plain text as its
   Markdown, with a warning naming the exception's type.
 
@@ -60,11 +63,27 @@ StageFn = Callable[[Sequence[Task], Sequence[PageImage]], Sequence[Any]]
 SYNC_STAGES = (Stage.orient, Stage.classify, Stage.ocr)
 
 
+class BatchMemoryError(MemoryError):
+    """A batch's decoded pages are over the node's batch memory budget: it is split as
+    a CUDA out-of-memory error would split it."""
+
+
+# What says a batch is too large for the device: run in halves.
+_TOO_LARGE = (torch.cuda.OutOfMemoryError, BatchMemoryError)
+
+
 class SyncStages:
-    def __init__(self, models: ModelRegistry, metrics: NodeMetrics, inputs: PageInputs) -> None:
+    def __init__(
+        self,
+        models: ModelRegistry,
+        metrics: NodeMetrics,
+        inputs: PageInputs,
+        memory_bytes: int | None = None,
+    ) -> None:
         self._models = models
         self._metrics = metrics
         self._inputs = inputs
+        self._memory_bytes = memory_bytes
         self._fns: dict[Stage, StageFn] = {
             Stage.orient: self._orient,
             Stage.classify: self._classify,
@@ -78,9 +97,20 @@ class SyncStages:
     def _fn(self, stage: Stage) -> StageFn:
         return self._device_fns[stage] if self._inputs.device_stage(stage) else self._fns[stage]
 
+    def _fits(self, pages: Sequence[torch.Tensor | RGBArray]) -> None:
+        """Raise BatchMemoryError when the batch's decoded pages are over the budget."""
+        if self._memory_bytes is None:
+            return
+        size = sum(p.numel() * p.element_size() if isinstance(p, torch.Tensor) else p.nbytes
+                   for p in pages)  # fmt: skip
+        if size > self._memory_bytes:
+            raise BatchMemoryError(f"{len(pages)} pages decode to {size:,} bytes, over the "
+                                   f"batch memory budget of {self._memory_bytes:,}")  # fmt: skip
+
     # The registry loads each model on first use: looked up per call, not here.
     def _orient(self, _tasks: Sequence[Task], fetched: Sequence[PageImage]) -> Sequence[Any]:
         images = [host_image(f) for f in fetched]
+        self._fits(images)
         orienter = self._models.orienter
         if isinstance(orienter, PageOrienter):
             # PageReadings: the type comes with the orientation, from the same pass.
@@ -90,6 +120,7 @@ class SyncStages:
     def _orient_pages(self, tasks: Sequence[Task], fetched: Sequence[PageImage]) -> Sequence[Any]:
         pages = self._inputs.pages(Stage.orient, [t.page for t in tasks], fetched)
         ok = [p for p in pages if isinstance(p, torch.Tensor)]
+        self._fits(ok)
         orienter = self._models.orienter
         if isinstance(orienter, PageOrienter):
             return _in_place(pages, self._counted(orienter.read_pages(ok)))
@@ -104,17 +135,20 @@ class SyncStages:
 
     def _classify(self, _tasks: Sequence[Task], fetched: Sequence[PageImage]) -> Sequence[Any]:
         images = [host_image(f) for f in fetched]
+        self._fits(images)
         return self._models.classifier.predict(images, batch_size=max(1, len(images)))
 
     def _classify_pages(self, tasks: Sequence[Task], fetched: Sequence[PageImage]) -> Sequence[Any]:
         pages = self._inputs.pages(Stage.classify, [t.page for t in tasks], fetched)
         ok = [p for p in pages if isinstance(p, torch.Tensor)]
+        self._fits(ok)
         classifier = self._models.classifier
         readings = classifier.read_batch(classifier.make_inputs(ok)) if ok else []
         return _in_place(pages, [r.classification for r in readings])
 
     def _ocr(self, tasks: Sequence[Task], fetched: Sequence[PageImage]) -> Sequence[Any]:
         images = [host_image(f) for f in fetched]
+        self._fits(images)
         # The tasks of one call share their engine (`model_calls`).
         results = self._ocr_engine(tasks[0].page.options.ocr_engine).read(images)
         pages = zip(tasks, images, results, strict=True)
@@ -141,14 +175,32 @@ class SyncStages:
                 ready.append((task, task.image.result()))
             except Exception as exc:  # any fetch/decode failure is the record's
                 outcomes.append((task, exc))
-        if not ready:
-            return outcomes
+        if ready:
+            outcomes.extend(self._call(stage, ready))
+        return outcomes
+
+    def _call(self, stage: Stage, ready: list[tuple[Task, PageImage]]) -> list[StageOutcome]:
+        """One model call for `ready`; halves of it when it does not fit the device, and
+        each page alone when it fails otherwise."""
+        outcomes: list[StageOutcome] = []
         fn = self._fn(stage)
         started = time.perf_counter()
         try:
             results = list(fn([t for t, _ in ready], [im for _, im in ready]))
             if len(results) != len(ready):
                 raise RuntimeError(f"{stage} returned {len(results)} results for {len(ready)}")
+        except _TOO_LARGE as exc:
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()  # what the failed call held, for the halves
+            if len(ready) == 1:
+                return [(ready[0][0], exc)]
+            for task, _ in ready:
+                task.attempts += 1  # the model calls a page was in
+            half = len(ready) // 2
+            self._metrics.batch_splits.labels(stage.value).inc()
+            log.warning("%s batch of %d too large for the device (%s); in halves", stage,
+                        len(ready), type(exc).__name__)  # fmt: skip
+            return self._call(stage, ready[:half]) + self._call(stage, ready[half:])
         except Exception:
             log.warning("%s batch of %d failed; retrying its pages one by one", stage, len(ready))
             for task, image in ready:

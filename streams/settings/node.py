@@ -163,6 +163,9 @@ class NodeSettings(BaseModel):
     commit_interval_ms: int = Field(default=100, ge=0)
     max_inflight_extractions: int = Field(default=32, ge=1)
     fetch_threads: int = Field(default=4, ge=1)  # image fetch + decode pool
+    # The most bytes of decoded pages one model call may take; a larger batch is run in
+    # halves, as a CUDA out-of-memory error makes it. None: the device's memory decides.
+    batch_memory_bytes: int | None = Field(default=None, gt=0)
     # The loop never blocks longer than one batch of the slowest synchronous stage,
     # so this only has to exceed that; extraction runs off the loop.
     max_poll_interval_ms: int = Field(default=300_000, ge=10_000)
