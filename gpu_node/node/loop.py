@@ -1,13 +1,14 @@
 """The GPU node's micro-batch loop: Kafka in, one model set, Kafka out, exactly once.
 
 One iteration (`GpuNode.step`):
-1. `consume()` up to max_batch records from the four work topics (as many as have
-   arrived: the batch grows with the backlog, see `_take`); each record gets a slot in its
-   partition's offset order (ordering.py) and its image fetch starts in a thread pool
-   (inputs.py: the page read, checked and decoded or made ready for the device).
-2. The oldest waiting batch of synchronous stages (orient, classify, ocr; stages.py)
-   runs on the compute thread, one model call per stage, while the next batch's
-   images are being fetched.
+1. `consume()` what has arrived on the four work topics, ahead of the model
+   (intake.py); each record gets a slot in its partition's offset order (ordering.py).
+   Tasks of the synchronous stages (orient, classify, ocr; stages.py) wait in the
+   read-ahead, and the next batch takes up to max_batch of them round-robin by tenant
+   (fair.py); their image fetch starts in a thread pool (inputs.py: the page read,
+   checked and decoded or made ready for the device).
+2. The oldest waiting batch runs on the compute thread, one model call per stage,
+   while the next batch's images are being fetched.
 3. Extraction tasks, and `ocr` pages a VLM reads, go to the engine scheduler
    (engine_scheduler.py), which runs them on the background loop and pauses their
    topics above its bound; finished ones are collected without waiting.
@@ -32,7 +33,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Message, Producer
@@ -42,8 +43,10 @@ from gpu_node.extraction.engines import Engines
 from gpu_node.models.registry import ModelRegistry
 from gpu_node.node.background import BackgroundLoop
 from gpu_node.node.engine_scheduler import EngineScheduler
+from gpu_node.node.fair import FairQueue
 from gpu_node.node.http import Health, start_http
 from gpu_node.node.inputs import PageInputs
+from gpu_node.node.intake import Intake
 from gpu_node.node.memory import MemoryRelease
 from gpu_node.node.metrics import NodeMetrics
 from gpu_node.node.ordering import OffsetOrder, TopicPartitionKey
@@ -62,8 +65,6 @@ from streams.topics import DLQ, FACTS_BY_STAGE, WORK_BY_STAGE, Topology
 log = logging.getLogger(__name__)
 
 _BUSY_POLL_S = 0.005
-# How often the node polls while it waits for a batch it cannot run ahead of.
-_HOLD_POLL_S = 1.0
 # Synchronous-stage batches consumed ahead of the model: one computing, one fetching.
 _QUEUED_BATCHES = 2
 __all__ = ["FatalNodeError", "GpuNode"]
@@ -112,8 +113,10 @@ class GpuNode:
         self._compute = ThreadPoolExecutor(1, "pagestream-compute")
         self._bg = BackgroundLoop()
         self._memory = MemoryRelease()
-        # Records a poll handed over while the node waited for a batch (_hold_while_computing).
-        self._early: list[Message] = []
+        # Tasks of the synchronous stages read ahead of the model, taken fairly by tenant.
+        self.waiting = FairQueue(settings.read_ahead, settings.read_ahead_bytes)
+        self.metrics.read_ahead.set_function(lambda: float(len(self.waiting)))
+        self.metrics.read_ahead_tenants.set_function(lambda: float(self.waiting.tenants))
         self._stages = SyncStages(models, self.metrics, self.inputs, settings.batch_memory_bytes)
         self.outcomes = Outcomes(
             settings,
@@ -149,6 +152,8 @@ class GpuNode:
             engine_topics=engine_topics,
             commit_ready=self._commit_ready,
         )
+        self.intake = Intake(consumer, self.partitions, self.scheduler, settings, self.waiting,
+                             self._admit)  # fmt: skip
         self._transactions = Transactions(
             producer, consumer, self.metrics, count_outputs=self.outcomes.count,
             interval_s=settings.commit_interval_ms / 1000,
@@ -260,7 +265,8 @@ class GpuNode:
                 wait_s = max_wait_s
             if self.order.has_ready():  # not past the moment it is due to commit
                 wait_s = min(wait_s, max(0.0, self._transactions.due_in()))
-            self._admit(self._take(wait_s))
+            self.intake.read(wait_s)
+            self._next_batch()
         self.partitions.resume_due_retries()
         self.scheduler.collect()
         self.scheduler.submit()
@@ -268,7 +274,7 @@ class GpuNode:
         self._commit_ready(when_due=True)
         # In order; wait for the oldest only when the look-ahead is full.
         if len(self.computing) >= _QUEUED_BATCHES:
-            self._hold_while_computing()
+            self.intake.hold(self.computing)
         applied = False
         while self.computing and self.computing[0].done():
             self.outcomes.apply(self.computing.popleft().result())
@@ -280,74 +286,7 @@ class GpuNode:
         elif not self.computing and not self.scheduler.busy:
             self._memory.idle()
 
-    def _hold_while_computing(self) -> None:
-        """Wait for the oldest batch, polling with every partition paused: the group
-        keeps the node, and nothing more is fetched.
-
-        max.poll.interval.ms counts from the last poll, and a batch of OCR on a CPU can
-        outlast it (16 pages of EasyOCR took over 300 s in bench/quality.py under load):
-        blocked on the batch, the node was put out of its group, its transaction was
-        fenced and the batch redone, again and again. A record a poll hands over all
-        the same (a partition assigned during the wait) is kept for the next batch.
-
-        The wait is on the batch, not in a poll, and the partitions are paused only
-        once it has lasted a poll interval of the node's own (`_HOLD_POLL_S`, far below
-        Kafka's): a poll of paused partitions returns only at its timeout, and pausing
-        drops what the client had fetched ahead, so holding every batch that way cost it
-        whole seconds, and then a fetch (bench.gpu_node: one record a second)."""
-        paused = False
-        while self.computing and not wait([self.computing[0]], timeout=_HOLD_POLL_S).done:
-            # Every time: a partition assigned in the last poll is paused too.
-            self._consumer.pause(self._consumer.assignment())
-            paused = True
-            churned = self.partitions.churned
-            churned.clear()
-            got = self._consumer.consume(self.settings.max_batch, 0)
-            if churned:  # revoked (and maybe given back) in this poll: fetched again later
-                self._early = [m for m in self._early if (m.topic(), m.partition()) not in churned]
-            self._early.extend(got)
-        if paused:
-            held = self.scheduler.paused | self.partitions.retry_at.keys()
-            self._consumer.resume([tp for tp in self._consumer.assignment()
-                                   if (tp.topic, tp.partition) not in held])  # fmt: skip
-
-    def _take(self, wait_s: float) -> list[Message]:
-        """The next micro-batch: up to max_batch records, as many as have arrived.
-
-        The batch adapts to the backlog. With records waiting in the client's fetch
-        queue it is full at once; when they trickle in, the first one is taken the
-        moment it arrives (consume() would otherwise wait out `wait_s` hoping to fill
-        the batch) with whatever came alongside within `linger_ms`. While the model
-        is busy the next batch gathers on its own, so a loaded node runs full batches
-        and an idle one answers a single page without waiting.
-        """
-        limit = self.settings.max_batch
-        early, self._early = self._early[:limit], self._early[limit:]
-        if early:  # handed over while the node waited: this batch, topped up
-            return early if len(early) == limit else self._consume(limit - len(early), 0, early)
-        batch = self._consume(limit, 0)
-        if not batch and wait_s > 0:
-            batch = self._consume(1, wait_s)
-            if batch and limit > 1:
-                batch = self._consume(limit - 1, self.settings.linger_ms / 1000, held=batch)
-        return batch
-
-    def _consume(
-        self, limit: int, wait_s: float, held: list[Message] | None = None
-    ) -> list[Message]:
-        """consume(), keeping of `held` (records of an earlier call) only those whose
-        partition stayed assigned throughout: a partition revoked and given back inside
-        this call is fetched again from its committed offset, and a held record of it
-        would take a second slot for the same offset."""
-        churned = self.partitions.churned
-        churned.clear()
-        got = self._consumer.consume(limit, wait_s)
-        if held and churned:
-            held = [m for m in held if (m.topic(), m.partition()) not in churned]
-        return [*(held or ()), *got]
-
     def _admit(self, messages: Sequence[Message]) -> None:
-        sync: list[Task] = []
         for msg in messages:
             err = msg.error()
             if err is not None:
@@ -372,13 +311,21 @@ class GpuNode:
                 self.outcomes.dead_letter_origin(slot, origin, stage, exc, attempts=1)
                 continue
             task = Task(stage, slot, origin, page)
-            task.image = self._pool.submit(self.inputs.fetch, task.stage, page)
             if stage is Stage.extract or self.engines.reads_with_vlm(stage, page.options.backend):
+                task.image = self._pool.submit(self.inputs.fetch, task.stage, page)
                 self.scheduler.add(task)
             else:
-                sync.append(task)
-        if sync:
-            self.computing.append(self._compute.submit(self._stages.run, sync))
+                # Its image is fetched once it is taken into a batch: the read-ahead
+                # holds records, never images.
+                self.waiting.add(task)
+
+    def _next_batch(self) -> None:
+        """The next batch of the synchronous stages, fairly across tenants (fair.py)."""
+        batch = self.waiting.take(self.settings.max_batch)
+        for task in batch:
+            task.image = self._pool.submit(self.inputs.fetch, task.stage, task.page)
+        if batch:
+            self.computing.append(self._compute.submit(self._stages.run, batch))
 
     # ---- commits ---------------------------------------------------------
 

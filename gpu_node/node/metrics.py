@@ -69,6 +69,16 @@ class NodeMetrics:
             "Extraction tasks consumed and waiting for an engine slot.",
             registry=registry,
         )
+        self.read_ahead = Gauge(
+            "pagestream_gpu_read_ahead_records",
+            "Orient, classify and ocr tasks read ahead and waiting for a batch.",
+            registry=registry,
+        )
+        self.read_ahead_tenants = Gauge(
+            "pagestream_gpu_read_ahead_tenants",
+            "Tenants with tasks waiting in the read-ahead (each batch serves them in turn).",
+            registry=registry,
+        )
         self.paused_partitions = Gauge(
             "pagestream_gpu_paused_partitions",
             "gpu.extract partitions paused by backpressure.",

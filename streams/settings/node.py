@@ -145,6 +145,12 @@ class NodeSettings(BaseModel):
     # nodes of one pipeline must not share it.
     transactional_id: str = Field(default_factory=lambda: f"pagestream-gpu-{socket.gethostname()}")
     max_batch: int = Field(default=16, ge=1)  # records per model call, at most
+    # Records of orient, classify and ocr read ahead of the model, and their bytes: each
+    # batch takes from them round-robin by tenant (gpu_node/node/fair.py), so a page of
+    # one tenant overtakes as much of another's backlog as is read ahead. Records hold
+    # references to page images, not the images: a 200-page scan is a few hundred kB.
+    read_ahead: int = Field(default=1024, ge=1, le=100_000)
+    read_ahead_bytes: int = Field(default=64 * 1024**2, ge=1)
     # How long an idle node's poll waits for a first record (it returns as soon as one
     # arrives; a longer wait only means fewer empty polls).
     max_wait_ms: int = Field(default=200, ge=0)
