@@ -32,6 +32,7 @@ class PickyOcr:
 
     def __init__(self, engine: Any, width: int) -> None:
         self.engine, self.width = engine, width
+        self.device = engine.device  # the node's model-device metric reads it
         self.calls: list[int] = []
 
     def read(self, images: Sequence[Any]) -> list[Any]:
