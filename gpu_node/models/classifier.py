@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, get_args
 
 import numpy as np
+import timm
 import torch
 from PIL import Image
 
@@ -68,8 +69,6 @@ class PageNet(torch.nn.Module):
 
     def __init__(self, arch: str, n_types: int, *, orientation: bool = True) -> None:
         super().__init__()
-        import timm  # here: 1 s of import, for building the network
-
         self.backbone = timm.create_model(arch, pretrained=False, num_classes=0)
         # What the pooled forward returns: past the head conv where the net has one
         # (MobileNetV3), which timm reports as head_hidden_size.
@@ -88,8 +87,6 @@ class _LegacyNet(torch.nn.Module):
     # A one-head timm classifier, as `pagestream-classifier/1` checkpoints hold.
     def __init__(self, arch: str, n_types: int) -> None:
         super().__init__()
-        import timm  # here: 1 s of import, for building the network
-
         self.net = timm.create_model(arch, pretrained=False, num_classes=n_types)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, None]:

@@ -28,8 +28,11 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 import cv2
+import easyocr  # type: ignore[import-untyped]
 import numpy as np
 import numpy.typing as npt
+from easyocr.recognition import get_text  # type: ignore[import-untyped]
+from easyocr.utils import four_point_transform, group_text_box  # type: ignore[import-untyped]
 
 from gpu_node.models.device import DeviceChoice
 from gpu_node.models.images import RGBArray
@@ -89,8 +92,6 @@ def load_reader(model_settings: ModelSettings, device_choice: DeviceChoice) -> A
 
         model_dir = Path(easyocr_en_models.model_dir())
     started = time.perf_counter()
-    import easyocr  # type: ignore[import-untyped]  # here: 2 s of import, for the loader
-
     reader = easyocr.Reader(
         list(model_settings.ocr_languages),
         gpu=str(device_choice.device) if device_choice.is_cuda else False,
@@ -191,8 +192,6 @@ def detect_raw(
 def group_lines(polys: Sequence[Quad]) -> list[Quad]:
     """Merge CRAFT boxes into text lines the way EasyOCR's `readtext` does."""
     flat = [np.asarray(q, dtype=np.int32).reshape(-1) for q in polys]
-    from easyocr.utils import group_text_box  # type: ignore[import-untyped]
-
     horizontal, free = group_text_box(flat, sort_output=True, **_GROUP_KWARGS)
     quads: list[Quad] = []
     for x_min, x_max, y_min, y_max, *_ in horizontal:
@@ -219,15 +218,11 @@ def crop(grey: GreyArray, quad: Quad) -> GreyArray:
         x0, x1 = max(0, int(xs.min())), min(w, int(xs.max()))
         y0, y1 = max(0, int(ys.min())), min(h, int(ys.max()))
         return grey[y0:y1, x0:x1]
-    from easyocr.utils import four_point_transform
-
     return np.asarray(four_point_transform(grey, quad.astype(np.float32)), dtype=np.uint8)
 
 
 def _model_height() -> int:
     # EasyOCR keeps the recognizer's input height in a module global.
-    import easyocr
-
     return int(getattr(easyocr.easyocr, "imgH", 64))
 
 
@@ -248,8 +243,6 @@ def recognize(reader: Any, crops: Sequence[GreyArray]) -> list[tuple[str, float]
             size = (model_h, max(1, int(model_h * ratio)))
         resized = np.asarray(cv2.resize(c, size, interpolation=cv2.INTER_LANCZOS4), np.uint8)
         prepared.setdefault(math.ceil(max(ratio, 1.0)) * model_h, []).append((i, resized))
-    from easyocr.recognition import get_text  # type: ignore[import-untyped]
-
     ignore = "".join(set(reader.character) - set(reader.lang_char))
     for width, items in prepared.items():
         for start in range(0, len(items), RECOGNITION_BATCH):
