@@ -27,7 +27,7 @@ from gateway.errors import ApiError
 from gateway.front_door import read_json
 from gateway.keys import ApiKey
 from schemas import headers
-from streams.admin.dlq import DeadLetter, Filter, pending_dead, replay
+from streams.admin.dlq import DeadLetter, Filter, ReplayTakenOver, pending_dead, replay
 from streams.admin.lag import all_lag
 
 _MAX_MESSAGE_CHARS = 300
@@ -95,7 +95,7 @@ _REPLAY_BODY = {
     "/v1/admin/dead-letters/replay",
     response_model=ReplayAnswer,
     openapi_extra=_REPLAY_BODY,
-    responses={413: {"model": Problem}, 422: {"model": Problem}},
+    responses={409: {"model": Problem}, 413: {"model": Problem}, 422: {"model": Problem}},
 )
 async def replay_letters(request: Request, gw: State, caller: Admin) -> ReplayAnswer:
     """Send the selected dead letters back to the topics they failed on."""
@@ -103,7 +103,10 @@ async def replay_letters(request: Request, gw: State, caller: Admin) -> ReplayAn
     body = await read_json(request, ReplayRequest, api.max_json_bytes, api.idle_timeout_s)
     letters = frozenset(_position(i) for i in body.ids)
     flt = Filter(letters=letters, tenant=_tenant_scope(caller))
-    report = await run_in_threadpool(replay, gw.settings, flt)
+    try:
+        report = await run_in_threadpool(replay, gw.settings, flt)
+    except ReplayTakenOver as exc:  # another replica's replay of the group fenced this one
+        raise ApiError(409, str(exc)) from exc
     return ReplayAnswer(
         replayed=report.replayed,
         refused=report.refused,

@@ -116,10 +116,13 @@ def dlq_replay(
             what = "would replay" if dry_run and verdict == "replay" else verdict
             out.print(f"{dead.partition}/{dead.offset} {dead.doc_id or '-'}: {what}")
 
-    report = dlq.replay(
-        settings(), _dlq_filter(stage, exception, doc_id, since, until), dry_run=dry_run,
-        rate_per_s=rate, max_replays=max_replays, group=group, on_each=each,
-    )  # fmt: skip
+    try:
+        report = dlq.replay(
+            settings(), _dlq_filter(stage, exception, doc_id, since, until), dry_run=dry_run,
+            rate_per_s=rate, max_replays=max_replays, group=group, on_each=each,
+        )  # fmt: skip
+    except dlq.ReplayTakenOver as exc:
+        fail(str(exc))
     verb = "would replay" if dry_run else "replayed"
     out.print(f"{verb} {report.replayed}, refused {report.refused}, "
               f"not matching {report.skipped}, replayed before {report.before}")  # fmt: skip

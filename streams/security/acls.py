@@ -162,6 +162,8 @@ def declared(names: Names) -> tuple[Role, ...]:
                 *_topics(names, DLQ, ops=_R),
                 *_topics(names, *replayable, ops=_W),
                 Grant("group", names.dlq_replay_group, "literal", ("READ", "DESCRIBE")),
+                # A replay's transactions (streams/admin/dlq/replay.py) are named after it.
+                Grant("transactional_id", names.dlq_replay_group, "literal", _W),
             ),
         ),
         Role(
@@ -181,6 +183,8 @@ def declared(names: Names) -> tuple[Role, ...]:
                 monitor_topics,
                 Grant("group", "*", "literal", ("DESCRIBE",)),
                 Grant("group", names.dlq_replay_group, "literal", ("READ", "DESCRIBE")),
+                # A replay's transactions (streams/admin/dlq/replay.py) are named after it.
+                Grant("transactional_id", names.dlq_replay_group, "literal", _W),
             ),
         ),
     )

@@ -17,6 +17,14 @@ from __future__ import annotations
 
 from streams.admin.dlq.letters import DeadLetter, Filter, list_dead
 from streams.admin.dlq.progress import pending_dead
-from streams.admin.dlq.replay import ReplayReport, replay
+from streams.admin.dlq.replay import ReplayReport, ReplayTakenOver, replay
 
-__all__ = ["DeadLetter", "Filter", "ReplayReport", "list_dead", "pending_dead", "replay"]
+__all__ = [
+    "DeadLetter",
+    "Filter",
+    "ReplayReport",
+    "ReplayTakenOver",
+    "list_dead",
+    "pending_dead",
+    "replay",
+]

@@ -1,18 +1,25 @@
 """Replay: dead letters sent back to the topic they failed on (the
 `pagestream.error.topic` header), with their original key, value and headers plus a
 replay count, at a bounded rate, or refused with the reason; what the replay group has
-sent already is its progress (progress.py), committed after each batch the broker
-acknowledged.
+sent already is its progress (progress.py).
+
+The letters sent and the group's progress are committed together, in one Kafka
+transaction a batch, under a transactional id named after the group. A replay of the
+same group started anywhere else (another gateway replica, another `pagestream dlq
+replay`) fences this one: what this one had not committed is aborted, unseen by the
+read_committed consumers, and the newer run starts from the last commit. So two runs
+at once never send a letter twice, on one machine or across replicas.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from schemas import headers
 from streams.admin.dlq.letters import DeadLetter, Filter, partitions, read
@@ -37,9 +44,22 @@ class ReplayReport:
     deferred: int = 0
 
 
+class ReplayTakenOver(RuntimeError):
+    """Another run of the same replay group started and fenced this one."""
+
+
+# A transaction's batch: this many letters, or this long, whichever comes first (a slow
+# `rate_per_s` must not outlive the broker's transaction timeout, 60 s by default).
+_BATCH_LETTERS = 100
+_BATCH_S = 5.0
+_TXN_TIMEOUT_S = 30.0
+# The errors that say a newer producer with this transactional id took over.
+_FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                     KafkaError.INVALID_PRODUCER_EPOCH})  # fmt: skip
+
 # One replay of a replay group at a time in this process (the gateway's admin requests,
-# each on a thread of its pool): two at once read the same committed position and sent
-# the same letters twice (issue 34). Keyed by the group's name on the cluster.
+# each on a thread of its pool): they take turns rather than fence each other (issue
+# 34). Keyed by the group's name on the cluster.
 _RUNNING: dict[str, threading.Lock] = {}
 _RUNNING_GUARD = threading.Lock()
 
@@ -66,7 +86,9 @@ def replay(
 ) -> ReplayReport:
     """Send matching dead letters back to their original topic, each once per replay group
     (progress.py says what "once" means). Runs of one group in this process take turns:
-    each starts from what the one before it committed.
+    each starts from what the one before it committed. A run of the group started in
+    another process fences this one: ReplayTakenOver, with only what this one committed
+    sent.
 
         `rate_per_s`, `max_replays` and `group` default to `settings.dlq`."""
     group = settings.dlq_replay_group if group is None else settings.topology.own(group)
@@ -88,19 +110,23 @@ def _replay(
     rate_per_s = settings.dlq.replay_rate_per_s if rate_per_s is None else rate_per_s
     max_replays = settings.dlq.max_replays if max_replays is None else max_replays
     topo = settings.topology
+    errors: list[KafkaError] = []  # the producer's, as librdkafka reports them
+    producer = None if dry_run else _transactional(settings, group, errors)
     consumer = kafka.consumer(settings.kafka, group)
-    producer = None if dry_run else kafka.producer(settings.kafka)
     blobs = _LazyStore(settings.blobs)  # values too large for their letters
     report = ReplayReport()
     dlq_topic = topo.name(DLQ)
     send = None if producer is None else _Sender(producer, rate_per_s)
     try:
+        # Read after init_transactions: a fenced run's open transaction is aborted by
+        # then, so this is the last progress any run committed.
         committed = consumer.committed(partitions(consumer, dlq_topic), timeout=10)
         progress = {tp.partition: Progress.committed(tp) for tp in committed}
         starts = [TopicPartition(dlq_topic, p, pr.position) for p, pr in progress.items()]
         read_up_to: dict[int, int] = {}
         first_unsent: dict[int, int] = {}
         handled = 0
+        batch_ends = time.monotonic() + _BATCH_S
         for dead in read(consumer, dlq_topic, starts):
             read_up_to[dead.partition] = dead.offset + 1
             if dead.offset in progress[dead.partition].sent:
@@ -109,31 +135,75 @@ def _replay(
             verdict, value = _decide(dead, flt, max_replays, blobs, settings.kafka.max_record_bytes)
             if verdict == "replay" and not progress[dead.partition].record(dead.offset):
                 verdict = "deferred"
-            if verdict == "replay":
-                if send is not None:
-                    send(dead, value)
-                report.replayed += 1
-            elif verdict == "deferred":
+            if verdict == "replay" and send is not None:
+                send(dead, value)
+            if _count(report, verdict):
                 first_unsent.setdefault(dead.partition, dead.offset)
-                report.deferred += 1
-            else:
-                if verdict == "skip" or verdict.startswith(_UNREADABLE):
-                    # A later run may send it (another filter, the store back): held.
-                    first_unsent.setdefault(dead.partition, dead.offset)
-                if verdict == "skip":
-                    report.skipped += 1
-                else:
-                    report.refused += 1
             if on_each is not None:
                 on_each(dead, verdict)
             handled += 1
-            if producer is not None and handled % 100 == 0:
+            if producer is not None and (
+                handled % _BATCH_LETTERS == 0 or time.monotonic() > batch_ends
+            ):
                 _commit(producer, consumer, progress, first_unsent, read_up_to, dlq_topic)
+                producer.begin_transaction()
+                batch_ends = time.monotonic() + _BATCH_S
         if producer is not None:
             _commit(producer, consumer, progress, first_unsent, read_up_to, dlq_topic)
+    except BaseException as exc:
+        if producer is not None:
+            if isinstance(exc, KafkaException) and _fenced(producer, exc, errors):
+                raise ReplayTakenOver(
+                    f"another replay of group {group!r} started and took over: the letters "
+                    "this run had not committed are left to it"
+                ) from exc
+            with contextlib.suppress(KafkaException):
+                producer.abort_transaction(_TXN_TIMEOUT_S)
+        raise
     finally:
         consumer.close()
     return report
+
+
+def _fenced(producer: Producer, exc: KafkaException, errors: list[KafkaError]) -> bool:
+    """Whether `exc` comes of this run's producer being fenced by a newer one with its
+    transactional id. A send after the fencing fails with a bare "fatal error": the
+    cause is the fatal error librdkafka reports on the next poll: to the error callback,
+    or raised by the poll itself."""
+    causes = [*exc.args]
+    try:
+        producer.poll(0)
+    except KafkaException as fatal:
+        causes.extend(fatal.args)
+    found = [e for e in (*causes, *errors) if isinstance(e, KafkaError)]
+    return any(e.code() in _FENCED or "fenced" in e.str() for e in found)
+
+
+def _count(report: ReplayReport, verdict: str) -> bool:
+    """Counts `verdict` in `report`; True if the letter is held for a later run (the
+    group's position stays before it): skipped by the filter, deferred, or refused for
+    a reason a later run may not have (the blob store back)."""
+    if verdict == "replay":
+        report.replayed += 1
+        return False
+    if verdict == "deferred":
+        report.deferred += 1
+        return True
+    if verdict == "skip":
+        report.skipped += 1
+        return True
+    report.refused += 1
+    return verdict.startswith(_UNREADABLE)
+
+
+def _transactional(settings: Settings, group: str, errors: list[KafkaError]) -> Producer:
+    """The group's transactional producer, in a transaction. Its init fences any other
+    run of the group and waits until that run's open transaction is aborted."""
+    producer = kafka.producer(settings.kafka, **{"transactional.id": group,
+                                                 "error_cb": errors.append})  # fmt: skip
+    producer.init_transactions(_TXN_TIMEOUT_S)
+    producer.begin_transaction()
+    return producer
 
 
 class _Sender:
@@ -237,15 +307,15 @@ def _commit(
     read_up_to: dict[int, int],
     topic: str,
 ) -> None:
-    # Offsets only after the replayed records are acknowledged: a crash in between
-    # replays them again (at-least-once; consumers dedupe), never loses them.
-    remaining = producer.flush(30)
-    if remaining:
-        raise RuntimeError(f"{remaining} replayed records not acknowledged; progress not committed")
+    # The letters sent and the progress past them, in one transaction: a crash or a
+    # fencing before the commit sends neither, and the next run sends them.
     offsets = []
     for p, up_to in read_up_to.items():
         progress[p].advance(first_unsent.get(p), up_to)
         offsets.append(TopicPartition(topic, p, progress[p].position,
                                       metadata=progress[p].metadata()))  # fmt: skip
     if offsets:
-        consumer.commit(offsets=offsets, asynchronous=False)
+        producer.send_offsets_to_transaction(
+            offsets, consumer.consumer_group_metadata(), _TXN_TIMEOUT_S
+        )
+    producer.commit_transaction(_TXN_TIMEOUT_S)

@@ -71,7 +71,7 @@ def test_the_gateway_submits_reads_progress_and_results_and_replays_as_admin() -
     assert rights[f"{PREFIX}{PROGRESS.base}"] == {"READ", "WRITE", "DESCRIBE"}
     assert rights[f"{PREFIX}{RESULTS.base}"] == {"READ", "DESCRIBE"}
     # Admin keys list lag and replay dead letters: the monitor's and dlq-replay's rights,
-    # nothing more (no other group, no transactional id, no facts read).
+    # nothing more (no other group, no other transactional id, no facts read).
     own = {f"{PREFIX}{PROGRESS.base}", f"{PREFIX}{RESULTS.base}"}
     wider = {t: ops for t, ops in rights.items() if t not in own}
     expected = {t: set(ops) for t, ops in _rights(replay).items()}
@@ -79,7 +79,10 @@ def test_the_gateway_submits_reads_progress_and_results_and_replays_as_admin() -
         expected.setdefault(t, set()).update(ops)
     assert wider == expected
     assert _rights(api, "group") == {"*": {"DESCRIBE"}, **_rights(replay, "group")}
-    assert {g.kind for g in api.grants} == {"topic", "group"}
+    assert _rights(api, "transactional_id") == _rights(replay, "transactional_id")
+    assert _rights(replay, "transactional_id") == {
+        f"{PREFIX}dlq": {"WRITE", "DESCRIBE"}  # named after the replay group
+    }
 
 
 def test_the_monitor_only_describes() -> None:

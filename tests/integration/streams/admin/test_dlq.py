@@ -3,7 +3,13 @@ progress, original key/value kept, replay count and refusal past the maximum."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
 import pytest
+from confluent_kafka import TopicPartition
 from typer.testing import CliRunner
 
 from schemas import headers
@@ -132,3 +138,59 @@ def test_cli_list_show_replay(cli_env: Settings, dead_letters: Topology):
     replay = runner.invoke(app, ["dlq", "replay", "--doc-id", "doc-c", "--dry-run"])
     assert replay.exit_code == 0, replay.output
     assert "would replay 1" in replay.output
+
+
+def test_a_replay_started_in_another_process_fences_the_running_one_and_none_is_sent_twice(
+    cli_env: Settings, tmp_path: Path
+) -> None:
+    # Issue 34: runs of one replay group in two processes at once (two gateway replicas,
+    # or the gateway beside `pagestream dlq replay`) both read the same committed
+    # position and both sent every letter.
+    topo = Topology(cli_env.topics.prefix)
+    topics_apply.apply(kafka.admin(cli_env.kafka), topo)
+    raw = topo.name(RAW)
+    keys = [f"slow-{i}".encode() for i in range(8)]
+    records = [_dead(raw, k, b'{"n": 1}', "ingest", ValueError("corrupt")) for k in keys]
+    _produce(cli_env, topo.name(DLQ), records, partition=0)
+    script = str(Path(sys.executable).with_name("pagestream"))
+
+    # The first run sends 2 letters a second: 4 s for the 8, in one open transaction.
+    first = subprocess.Popen([script, "dlq", "replay", "--rate", "2"], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    assert first.stdout is not None
+    sent_lines = 0
+    while sent_lines < 2:  # two letters sent, none committed (librdkafka may log first)
+        line = first.stdout.readline()
+        assert line, "the first replay ended early"
+        sent_lines += ": replay" in line
+    second = subprocess.run([script, "dlq", "replay"], capture_output=True, text=True,
+                            timeout=120, check=False)  # fmt: skip
+    rest = first.communicate(timeout=120)[0]
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "replayed 8," in second.stdout
+    assert first.returncode == 1, rest
+    assert "took over" in rest and "Traceback" not in rest
+
+    sent = _read_to_end(cli_env, raw)
+    assert sorted(sent) == sorted(keys)  # each once: the fenced run's sends were aborted
+    assert dlq.replay(cli_env, dlq.Filter()).before == 0  # and nothing is left to send
+    assert dlq.pending_dead(cli_env, dlq.Filter()) == []
+
+
+def _read_to_end(settings: Settings, topic: str) -> list[bytes]:
+    """The keys a read_committed consumer sees in `topic`, up to its end now."""
+    consumer = kafka.consumer(settings.kafka, f"reader-{uuid.uuid4().hex[:8]}")
+    try:
+        count = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in range(count)}  # fmt: skip
+        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+        keys: list[bytes] = []
+        while any(consumer.position([TopicPartition(topic, p)])[0].offset < end
+                  for p, end in ends.items() if end > 0):  # fmt: skip
+            for msg in consumer.consume(100, 0.5):
+                if msg.error() is None and msg.key() is not None:
+                    keys.append(msg.key())
+        return keys
+    finally:
+        consumer.close()
