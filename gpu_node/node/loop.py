@@ -65,6 +65,10 @@ from streams.topics import DLQ, FACTS_BY_STAGE, WORK_BY_STAGE, Topology
 log = logging.getLogger(__name__)
 
 _BUSY_POLL_S = 0.005
+# An idle poll returns at least this often whatever max_wait_ms is, so that a stop (a
+# SIGTERM) is seen within it: the poll cannot be woken, and a record arriving ends it
+# early anyway.
+_IDLE_POLL_S = 1.0
 # Synchronous-stage batches consumed ahead of the model: one computing, one fetching.
 _QUEUED_BATCHES = 2
 __all__ = ["FatalNodeError", "GpuNode"]
@@ -254,7 +258,7 @@ class GpuNode:
         # for it there with its images already being fetched and decoded in the pool,
         # and this thread polls, commits what is finished and feeds the engines.
         if len(self.computing) < _QUEUED_BATCHES:
-            max_wait_s = self.settings.max_wait_ms / 1000
+            max_wait_s = min(self.settings.max_wait_ms / 1000, _IDLE_POLL_S)
             if self.computing:
                 wait_s = min(max_wait_s, _BUSY_POLL_S)  # the model is busy anyway
             elif self.scheduler.ready():

@@ -162,5 +162,6 @@ def configure(settings: BrokerSettings, cluster_id: str | None = None) -> str:
         log_dir = node.data_dir / "kraft-logs"
         if not (log_dir / "meta.properties").exists():
             cluster_id = cluster_id or storage.new_cluster_id()
-            storage.format_storage(cp, props, log_dir, cluster_id, admin_password)
+            storage.format_storage(cp, props, log_dir, cluster_id, admin_password,
+                                   settings.jvm_options)  # fmt: skip
     return cp

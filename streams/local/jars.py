@@ -96,6 +96,7 @@ def run_tool(
         log4j.write_text(_TOOL_LOG4J)
     cmd = [
         java(),
+        *settings.jvm_options,
         "-Xmx256m",
         f"-Dlog4j2.configurationFile={log4j}",
         "-cp",

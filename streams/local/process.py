@@ -152,6 +152,7 @@ def _spawn(settings: BrokerSettings, node: Node, classpath: str) -> subprocess.P
     proc = subprocess.Popen(  # noqa: S603
         [
             java(),
+            *settings.jvm_options,
             f"-Xmx{settings.heap}",
             f"-Xms{settings.heap}",
             # The whole heap touched at start: the broker's memory is what it will be from

@@ -40,7 +40,12 @@ def formatted_secure(log_dir: Path) -> bool:
 
 
 def format_storage(
-    classpath: str, props: Path, log_dir: Path, cluster_id: str, admin_password: str | None
+    classpath: str,
+    props: Path,
+    log_dir: Path,
+    cluster_id: str,
+    admin_password: str | None,
+    jvm_options: list[str],
 ) -> None:
     """Kafka's storage tool: write meta.properties for a new KRaft node; a secure node
     gets the admin's SCRAM credential in its first metadata (the node authenticates
@@ -65,7 +70,7 @@ def format_storage(
     try:
         fmt = subprocess.run(  # noqa: S603
             # The class path stays outside: the launcher does not expand its "*" in a file.
-            [java(), "-cp", classpath, f"@{argfile}"],
+            [java(), *jvm_options, "-cp", classpath, f"@{argfile}"],
             capture_output=True,
             text=True,
             check=False,

@@ -77,8 +77,9 @@ def test_a_page_that_cannot_be_decoded_fails_alone_on_each_input_path(
                                              operation=Operation.classify))  # fmt: skip
         pages[stage] = made
     total = sum(len(p) for p in pages.values())
-    # One batch of both stages: the node waits for the rest once the first record is in.
-    with node_factory(models=models, max_batch=total, linger_ms=10_000) as node:
+    # One batch a stage: full once its records are in; the linger waits for stragglers.
+    per_stage = len(docs) + len(bad)
+    with node_factory(models=models, max_batch=per_stage, linger_ms=10_000) as node:
         node.inputs.jpeg_on_device = True if path == "device-batch-decode" else None
         for stage in STAGES:
             work = stage_topics(topology)[stage][0]

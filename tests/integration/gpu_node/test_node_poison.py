@@ -352,7 +352,7 @@ def test_dead_letters_waiting_for_the_blob_store_keep_their_partitions_order(
             assert node.metrics.world_retries._value.get() >= 1
             root.unlink()
             away.rename(root)
-            out = read_committed(settings, [dlq], expect=4, timeout_s=30, settle_s=3)
+            out = read_committed(settings, [dlq], expect=3, timeout_s=30, settle_s=3)
     finally:
         if away.exists():
             root.unlink(missing_ok=True)
