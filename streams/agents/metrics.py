@@ -41,7 +41,8 @@ class AgentMetrics:
         )
         self.webhooks = Counter(
             "pagestream_agent_webhooks_total",
-            "Webhook deliveries by outcome (delivered, failed).",
+            "Webhook deliveries by outcome (delivered, failed, shed: not attempted, its "
+            "circuit open).",
             ["outcome"],
             registry=registry,
         )

@@ -9,7 +9,9 @@ Up to `agents.webhook_concurrency` POSTs run at once per worker, and up to
 `agents.webhook_tenant_concurrency` of them for one tenant (streams/webhooks/slots.py):
 a receiver that never answers holds its tenant's slots only, and the other tenants'
 records, taken meanwhile, are POSTed past it (webhook.post bounds each attempt and
-retries with backoff). Inputs are acknowledged to faust by hand
+retries with backoff); a tenant's receiver that keeps failing has its circuit opened
+(streams/webhooks/breaker.py), and its records fail at once as dead letters rather than
+each waiting out its attempts. Inputs are acknowledged to faust by hand
 (`noack()`), per partition in the order taken (ack_window.Window), each only once its
 POST is done or its dead letter acknowledged: faust commits the highest offset below
 which every offset is acknowledged, so a record whose POST is still being retried
@@ -53,6 +55,7 @@ from streams.settings import AgentSettings
 from streams.telemetry import tracing
 from streams.webhooks import post as webhook
 from streams.webhooks.address import Resolver
+from streams.webhooks.breaker import Breakers, CircuitOpen
 from streams.webhooks.errors import WebhookError
 from streams.webhooks.post import WebhookPolicy
 from streams.webhooks.slots import TenantSlots
@@ -97,6 +100,8 @@ class WebhookNotifier:
         self._limit = settings.max_in_flight
         self._client: httpx.AsyncClient | None = None
         self._resolver = Resolver(timeout_s=settings.webhook_resolve_timeout_s)
+        self._breakers = Breakers(settings.webhook_breaker_failures,
+                                  settings.webhook_breaker_open_s)  # fmt: skip
         self._posts: set[_Post] = set()  # taken and not settled
         # POSTs under way, per tenant and in all.
         self._slots = TenantSlots(settings.webhook_concurrency,
@@ -121,9 +126,15 @@ class WebhookNotifier:
             # ends with the callback.
             parent = origin.header(headers.TRACEPARENT)
             with tracing.hop(STAGE, parent, attributes={"pagestream.doc_id": delivery.doc_id}):
-                await webhook.post(self._client, delivery.callback, encode(delivery.result),
-                                   idempotency_key=delivery.idempotency_key,
-                                   policy=self._policy, resolver=self._resolver)  # fmt: skip
+                await webhook.post(
+                    self._client, delivery.callback, encode(delivery.result),
+                    idempotency_key=delivery.idempotency_key, policy=self._policy,
+                    resolver=self._resolver, breakers=self._breakers,
+                    tenant=delivery.result.tenant,
+                )  # fmt: skip
+        except CircuitOpen:
+            self._metrics.webhooks.labels("shed").inc()
+            raise
         except Exception:  # WebhookError, a bad record, anything a hostile URL makes httpx raise
             self._metrics.webhooks.labels("failed").inc()
             raise

@@ -77,6 +77,11 @@ class AgentSettings(BaseModel):
     # up only its own tenant's webhooks (streams/webhooks/slots.py).
     webhook_concurrency: int = Field(default=64, ge=1)
     webhook_tenant_concurrency: int = Field(default=8, ge=1)
+    # This many failed attempts in a row to one host (per tenant) open its circuit: its
+    # POSTs then fail at once, as dead letters, for webhook_breaker_open_s, rather than
+    # each waiting out its attempts (streams/webhooks/breaker.py).
+    webhook_breaker_failures: int = Field(default=5, ge=1)
+    webhook_breaker_open_s: float = Field(default=30.0, gt=0)
     # One small record on docs.progress each time a page moves (`pagestream status`).
     progress_events: bool = True
     # route and deliver take further records while the broker acknowledges the outputs

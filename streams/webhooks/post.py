@@ -24,6 +24,7 @@ from tenacity import (
 )
 
 from streams.webhooks.address import Resolver, Target, parse, resolve
+from streams.webhooks.breaker import Breakers
 from streams.webhooks.errors import Retryable, WebhookError
 from streams.webhooks.signing import (
     IDEMPOTENCY_HEADER,
@@ -51,6 +52,8 @@ async def post(
     idempotency_key: str,
     policy: WebhookPolicy,
     resolver: Resolver,
+    breakers: Breakers | None = None,
+    tenant: str | None = None,
 ) -> int:
     """POST until a 2xx; 4xx other than 408/429 fail at once. Returns the attempts used.
 
@@ -63,8 +66,12 @@ async def post(
     after each POST: a pooled connection to an address could otherwise be reused for
     another name on it without checking that name's certificate. `client` must not use
     proxies from the environment (trust_env=False): a proxy would be asked for the
-    address, not the name."""
-    parse(url)  # a malformed URL is refused before any attempt
+    address, not the name.
+
+    With `breakers`, each attempt first asks the circuit of `tenant` and the URL's host
+    (breaker.py), and tells it how the attempt went."""
+    parsed = parse(url)  # a malformed URL is refused before any attempt
+    circuit = (tenant or "", f"{parsed.scheme}://{parsed.host}:{parsed.port or ''}")
     attempts = 0
     try:
         async for attempt in AsyncRetrying(
@@ -77,21 +84,40 @@ async def post(
         ):
             with attempt:
                 attempts += 1
+                if breakers is not None:
+                    breakers.check(circuit)  # CircuitOpen: a WebhookError, not retried
                 try:
-                    async with asyncio.timeout(policy.timeout_s):
-                        target = await resolve(
-                            url, allow_private=policy.allow_private, resolver=resolver
-                        )
-                        status = await _post_once(client, target, body, idempotency_key, policy)
-                except TimeoutError:
-                    raise Retryable(f"no answer within {policy.timeout_s:g} s") from None
-                if status in (408, 429) or status >= 500:
-                    raise Retryable(f"HTTP {status}")
+                    status = await _attempt(client, url, body, idempotency_key, policy, resolver)
+                    if status in (408, 429) or status >= 500:
+                        raise Retryable(f"HTTP {status}")
+                except Retryable:
+                    if breakers is not None:
+                        breakers.failed(circuit)
+                    raise
+                if breakers is not None:
+                    breakers.succeeded(circuit)  # it answered, whatever it said
                 if status >= 300:
                     raise WebhookError(f"webhook answered HTTP {status}")
     except Retryable as exc:
         raise WebhookError(f"webhook failed after {attempts} attempts, last: {exc}") from None
     return attempts
+
+
+async def _attempt(
+    client: httpx.AsyncClient,
+    url: str,
+    body: bytes,
+    key: str,
+    policy: WebhookPolicy,
+    resolver: Resolver,
+) -> int:
+    """One attempt, under one deadline: resolve, check, connect, send, the status."""
+    try:
+        async with asyncio.timeout(policy.timeout_s):
+            target = await resolve(url, allow_private=policy.allow_private, resolver=resolver)
+            return await _post_once(client, target, body, key, policy)
+    except TimeoutError:
+        raise Retryable(f"no answer within {policy.timeout_s:g} s") from None
 
 
 async def _post_once(
