@@ -16,6 +16,7 @@ class ApiMetrics:
     submissions: Counter
     upload_bytes: Histogram
     view_ready: Gauge
+    taking: Gauge
 
     @classmethod
     def create(cls, registry: CollectorRegistry) -> ApiMetrics:
@@ -43,6 +44,12 @@ class ApiMetrics:
             view_ready=Gauge(
                 "pagestream_api_view_ready",
                 "1 once the replica's view has caught up with docs.progress and docs.results.",
+                registry=registry,
+            ),
+            taking=Gauge(
+                "pagestream_api_submissions_in_progress",
+                "Submissions this replica is taking: bodies being received, records not "
+                "yet acknowledged by the broker.",
                 registry=registry,
             ),
         )

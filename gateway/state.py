@@ -11,7 +11,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from confluent_kafka.admin import AdminClient
 from prometheus_client import CollectorRegistry
@@ -47,6 +47,8 @@ class Gateway:
     changes: Changes
     rate: RateLimiter
     slots: Slots  # per key: streams, long polls, uploads; per tenant: uploads in flight
+    # Documents named by an Idempotency-Key whose request this replica is taking now.
+    taking: set[str] = field(default_factory=set)
 
     async def until_ended(self, doc_id: str, timeout_s: float) -> DocumentRow | None:
         """The document's row once it has ended, or as it is after `timeout_s`."""

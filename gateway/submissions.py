@@ -3,7 +3,8 @@
 In order, each step before any byte of the body is read but the last:
     the key (the route's `Caller` dependency, 401)
     the Idempotency-Key names the document (400 when it cannot); a key seen before
-        answers the document it named (`replayed`), nothing else done
+        answers the document it named (`replayed`), nothing else done; a key whose
+        first request this replica is still taking answers 409
     the key's rate and the tenant's documents in flight (`admit`, 429)
     the tenant's storage quota in the view (429)
     the body: JSON (one record's worth at most) or multipart (the file streamed to the
@@ -16,11 +17,13 @@ acknowledgement (503 without it).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import math
 import time
 import uuid
+from collections.abc import Iterator
 
 from fastapi import Request
 from pydantic import ValidationError
@@ -60,9 +63,17 @@ async def submit(
     if idempotency_key is not None and gw.view.document(doc_id) is not None:
         gw.metrics.submissions.labels(caller.tenant, "replayed").inc()
         return Accepted(doc_id=doc_id, status_url=status_url, replayed=True)
+    if doc_id in gw.taking:
+        # The same key's first request is still being taken: both would be submitted,
+        # and the document would end with neither's pages.
+        raise ApiError(
+            409,
+            "a request with this Idempotency-Key is under way; retry once it is answered",
+            {"Retry-After": RETRY_AFTER_S},
+        )
     # From here until the view counts it, the document is in flight: while its body is
     # received (slowly, maybe) and while the broker acknowledges it.
-    with admit(gw, caller):
+    with admit(gw, caller), _taking(gw, doc_id):
         _within_quota(gw, caller)
         record = await _read_submission(request, gw, doc_id, caller.tenant)
         try:
@@ -105,6 +116,16 @@ async def submit(
         record.payload.size_bytes or 0,
     )
     return Accepted(doc_id=doc_id, status_url=status_url)
+
+
+@contextlib.contextmanager
+def _taking(gw: Gateway, doc_id: str) -> Iterator[None]:
+    gw.taking.add(doc_id)
+    try:
+        with gw.metrics.taking.track_inprogress():
+            yield
+    finally:
+        gw.taking.discard(doc_id)
 
 
 def _within_quota(gw: Gateway, caller: ApiKey) -> None:

@@ -29,7 +29,12 @@ router = APIRouter(dependencies=[READY])  # every handler here reads the view
     status_code=202,
     response_model=Accepted,
     openapi_extra=SUBMIT_BODY,
-    responses={413: {"model": Problem}, 415: {"model": Problem}, 422: {"model": Problem}},
+    responses={
+        409: {"model": Problem},
+        413: {"model": Problem},
+        415: {"model": Problem},
+        422: {"model": Problem},
+    },
 )
 async def submit(
     request: Request,

@@ -60,9 +60,11 @@ class Target:
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 # IPv6 forms that carry an IPv4 address, which is what the connection reaches:
-# NAT64 (RFC 6052 well-known prefix) and the deprecated IPv4-compatible ::a.b.c.d.
+# NAT64 (RFC 6052 well-known prefix), the deprecated IPv4-compatible ::a.b.c.d, and
+# SIIT's IPv4-translated ::ffff:0:a.b.c.d (RFC 2765), which Python does not unwrap.
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+_IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")
 # NAT64 for local use (RFC 8215): translates to whatever the operator's network holds.
 # Python before 3.11.10/3.12.4 calls it global.
 _NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
@@ -79,7 +81,7 @@ def _embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address
     embedded = [a for a in (address.ipv4_mapped, address.sixtofour) if a is not None]
     if address.teredo is not None:
         embedded.extend(address.teredo)
-    if address in _NAT64 or address in _IPV4_COMPATIBLE:
+    if address in _NAT64 or address in _IPV4_COMPATIBLE or address in _IPV4_TRANSLATED:
         embedded.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
     return embedded
 
@@ -89,7 +91,9 @@ def is_public(address: IPAddress) -> bool:
     if not address.is_global or address.is_multicast:
         return False
     if isinstance(address, ipaddress.IPv6Address):
-        if address in _NAT64_LOCAL:
+        # Site-local (deprecated by RFC 3879, still routed inside the sites that use
+        # it): Python calls it global.
+        if address in _NAT64_LOCAL or address.is_site_local:
             return False
         return all(a.is_global for a in _embedded_ipv4(address))
     return True

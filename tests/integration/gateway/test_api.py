@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -103,6 +107,42 @@ def test_a_retried_post_with_its_idempotency_key_submits_once(
     assert raw_doc_ids(cli_env, topology) == sorted(
         [first.json()["doc_id"], other.json()["doc_id"]]
     )
+
+
+def test_a_second_request_under_a_key_whose_first_is_still_being_taken_answers_409(
+    api: Api, cli_env: Settings, topology: Topology, api_dir: Path
+) -> None:
+    # Issue 34: two bodies under one Idempotency-Key at once were both submitted, and
+    # the document ended failed, with neither's pages.
+    key = new_key(api_dir, "acme")
+    body, content_type = multipart(OCR, text_pdf(report_pages(6, 1)))
+    second_answered = threading.Event()
+
+    def slowly() -> Iterator[bytes]:  # the first request's body, held half-way
+        yield body[: len(body) // 2]
+        assert second_answered.wait(60)
+        yield body[len(body) // 2 :]
+
+    headers = {"Content-Type": content_type, "Idempotency-Key": "order-99"}
+    with api.client(key) as one, api.client(key) as two, ThreadPoolExecutor(1) as pool:
+        first = pool.submit(one.post, "/v1/documents", content=slowly(), headers=headers)
+        _wait_taking(api)
+        try:
+            second = two.post("/v1/documents", content=body, headers=headers)
+        finally:
+            second_answered.set()
+        assert first.result(60).status_code == 202
+    assert second.status_code == 409, second.text
+    assert "under way" in second.json()["detail"] and second.headers["Retry-After"]
+    assert raw_doc_ids(cli_env, topology) == [first.result().json()["doc_id"]]
+
+
+def _wait_taking(api: Api) -> None:
+    """Until the gateway is taking a submission (the first request's body)."""
+    deadline = time.monotonic() + 30
+    while api.metric("pagestream_api_submissions_in_progress") < 1:
+        assert time.monotonic() < deadline, "the first request was never taken"
+        time.sleep(0.05)
 
 
 @pytest.mark.parametrize(

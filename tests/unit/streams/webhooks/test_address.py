@@ -48,6 +48,9 @@ def test_only_http_urls_with_a_host(url):
         "http://[::7f00:1]/x",  # IPv4-compatible 127.0.0.1
         "http://[::ffff:10.0.0.1]/x",  # IPv4-mapped private
         "http://[64:ff9b:1::7f00:1]/x",  # local-use NAT64 (RFC 8215)
+        "http://[::ffff:0:10.0.0.1]/x",  # IPv4-translated private (SIIT, RFC 2765)
+        "http://[::ffff:0:7f00:1]/x",  # IPv4-translated 127.0.0.1, in hex
+        "http://[fec0::1]/x",  # site-local (deprecated, RFC 3879): routed inside a site
         "http://224.0.0.1/x",  # multicast
     ],
 )
