@@ -104,4 +104,6 @@ async def _collect_partials(gw: Gateway) -> None:
                 log.info("api: removed %d abandoned partial uploads", removed)
         except BlobStoreUnavailableError as exc:
             log.warning("api: partial uploads not collected: %s", exc)
+        except Exception:  # anything else (a volume gone odd): tried again, never given up
+            log.exception("api: partial uploads not collected")
         await asyncio.sleep(min(600.0, max(1.0, gw.settings.api.partial_max_age_s)))
