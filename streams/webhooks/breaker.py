@@ -9,7 +9,8 @@ attempts in a row to one host (no answer, no connection, 408, 429 or 5xx) the ci
 of that tenant and host opens for `open_s`: its POSTs fail at once and become dead
 letters saying so (`pagestream dlq replay --stage webhook` sends them again once the
 receiver is back). Then one POST goes through (half open): an answer closes the
-circuit, a failure opens it again.
+circuit, a failure opens it again, and a probe that never reports is followed by
+another after `open_s`.
 
 Keyed by tenant as well as host: one tenant's callbacks, pointed at a host another
 tenant uses, never open that tenant's circuit. Only hosts with failures are kept, at
@@ -36,7 +37,6 @@ class CircuitOpen(WebhookError):
 class _Circuit:
     failures: int = 0  # in a row
     open_until: float | None = None
-    probing: bool = False  # half open: one POST is under way
 
 
 class Breakers:
@@ -59,8 +59,11 @@ class Breakers:
         circuit = self._circuits.get(key)
         if circuit is None or circuit.open_until is None:
             return
-        if self._clock() >= circuit.open_until and not circuit.probing:
-            circuit.probing = True  # this one POST finds out whether it is back
+        now = self._clock()
+        if now >= circuit.open_until:
+            # This POST probes; the others wait for what it finds. A probe that never
+            # reports (cancelled by a rebalance) is followed by another after open_s.
+            circuit.open_until = now + self.open_s
             return
         raise CircuitOpen(
             f"not attempted: {circuit.failures} attempts in a row to {key[1]} failed, so "
@@ -80,9 +83,8 @@ class Breakers:
                 self._circuits.popitem(last=False)
         self._circuits.move_to_end(key)
         circuit.failures += 1
-        if circuit.probing or circuit.failures >= self.threshold:
+        if circuit.failures >= self.threshold:  # a failed probe too: still past it
             circuit.open_until = self._clock() + self.open_s
-            circuit.probing = False
 
     def is_open(self, key: Key) -> bool:
         circuit = self._circuits.get(key)

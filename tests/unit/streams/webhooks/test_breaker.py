@@ -69,6 +69,19 @@ def test_after_its_time_one_post_goes_through_and_decides() -> None:
     assert not breakers.is_open(A)
 
 
+def test_a_probe_that_never_reports_is_followed_by_another() -> None:
+    clock = Clock()
+    breakers = Breakers(1, 30, clock=clock)
+    breakers.failed(A)
+    clock.now += 30
+    breakers.check(A)  # the probe, cancelled (a rebalance) before it reports
+    clock.now += 29
+    with pytest.raises(CircuitOpen):
+        breakers.check(A)
+    clock.now += 1
+    breakers.check(A)  # the next probe: the circuit is not stuck open
+
+
 def test_the_circuits_kept_are_bounded() -> None:
     breakers = Breakers(1, 30, max_circuits=3, clock=Clock())
     for i in range(10):
