@@ -63,11 +63,12 @@ def run_load(users: int, seconds: float, url: str, key: str, out: Path,
     """Locust headless for `seconds`; what the gateway and the machine did meanwhile."""
     samples_file = logs / "locust-samples.json"
     env = {k: v for k, v in os.environ.items() if k != SKIP_PATCH}
-    env |= dict(PAGESTREAM_BENCH_API_KEY=key,
-               PAGESTREAM_BENCH_SAMPLES=str(samples_file))  # fmt: skip
+    env |= dict(PAGESTREAM_BENCH_API_KEY=key, PAGESTREAM_BENCH_SAMPLES=str(samples_file),
+               PAGESTREAM_BENCH_SECONDS=f"{seconds:g}")  # fmt: skip
     script = Path(sys.executable).with_name("locust")
+    # No `-t`: the locustfile ends the run `seconds` after its test starts.
     args = [str(script), "-f", str(Path(locustfile.__file__)), "--headless",
-            "-u", str(users), "-r", str(users), "-t", f"{seconds:g}s", "--host", url,
+            "-u", str(users), "-r", str(users), "--host", url,
             "--csv", str(out / "locust"), "--only-summary", "--loglevel", "WARNING",
             "--exit-code-on-error", "0"]  # fmt: skip
     agents_proc = psutil.Process(agents.proc.pid)
