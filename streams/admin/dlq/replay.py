@@ -48,8 +48,7 @@ class ReplayTakenOver(RuntimeError):
     """Another run of the same replay group started and fenced this one."""
 
 
-# A transaction's batch: this many letters, or this long, whichever comes first (a slow
-# `rate_per_s` must not outlive the broker's transaction timeout, 60 s by default).
+# A transaction's batch: this many letters, or this long, whichever comes first.
 _BATCH_LETTERS = 100
 _BATCH_S = 5.0
 _TXN_TIMEOUT_S = 30.0
@@ -111,7 +110,7 @@ def _replay(
     max_replays = settings.dlq.max_replays if max_replays is None else max_replays
     topo = settings.topology
     errors: list[KafkaError] = []  # the producer's, as librdkafka reports them
-    producer = None if dry_run else _transactional(settings, group, errors)
+    producer = None if dry_run else _transactional(settings, group, errors, rate_per_s)
     consumer = kafka.consumer(settings.kafka, group)
     blobs = _LazyStore(settings.blobs)  # values too large for their letters
     report = ReplayReport()
@@ -196,11 +195,22 @@ def _count(report: ReplayReport, verdict: str) -> bool:
     return verdict.startswith(_UNREADABLE)
 
 
-def _transactional(settings: Settings, group: str, errors: list[KafkaError]) -> Producer:
+def _transactional(
+    settings: Settings, group: str, errors: list[KafkaError], rate_per_s: float
+) -> Producer:
     """The group's transactional producer, in a transaction. Its init fences any other
     run of the group and waits until that run's open transaction is aborted."""
-    producer = kafka.producer(settings.kafka, **{"transactional.id": group,
-                                                 "error_cb": errors.append})  # fmt: skip
+    # A batch stays open up to _BATCH_S and one letter's wait more: the broker must not
+    # abort it first (its transaction.max.timeout.ms, 15 min by default, bounds this).
+    open_s = _BATCH_S + (1.0 / rate_per_s if rate_per_s > 0 else 0.0) + _TXN_TIMEOUT_S
+    producer = kafka.producer(
+        settings.kafka,
+        **{
+            "transactional.id": group,
+            "transaction.timeout.ms": int(min(open_s, 900.0) * 1000),
+            "error_cb": errors.append,
+        },
+    )
     producer.init_transactions(_TXN_TIMEOUT_S)
     producer.begin_transaction()
     return producer
