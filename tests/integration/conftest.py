@@ -7,8 +7,11 @@ separate process instead.
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -35,6 +38,7 @@ from streams.settings import (
 )
 from streams.topics import Topology
 from tests.support.pages import node_settings, png_bytes
+from tests.support.procs import process_tree
 
 
 @pytest.fixture(scope="session")
@@ -53,6 +57,23 @@ def topology(settings: Settings) -> Topology:
 @pytest.fixture
 def blobs(settings: Settings) -> BlobStore:
     return BlobStore.from_settings(settings.blobs)
+
+
+# A guard against a hung start, not a speed check: an in-process vLLM engine spawns two
+# processes that import torch and vLLM afresh, which takes minutes on a loaded machine.
+_START_S = 300
+
+
+def _report_hung_start() -> None:
+    """Where a start hangs: every thread's stack, and the processes it started (a CI
+    log keeps the end of a failure, so this goes to stderr before the error)."""
+    print(f"node start hung; children of {os.getpid()}:", file=sys.stderr)
+    for line in process_tree(os.getpid()):
+        print(f"  {line}", file=sys.stderr)
+    names = {t.ident: t.name for t in threading.enumerate()}
+    for ident, frame in sys._current_frames().items():
+        print(f"thread {names.get(ident, ident)}:", file=sys.stderr)
+        print("".join(traceback.format_stack(frame, limit=12)), file=sys.stderr)
 
 
 NodeFactory = Callable[..., AbstractContextManager[GpuNode]]
@@ -89,12 +110,13 @@ def node_factory(
 
         thread = threading.Thread(target=target, name="gpu-node", daemon=True)
         thread.start()
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + _START_S
         while not node.health.ready:
             if failure or not thread.is_alive():
                 raise RuntimeError(f"node failed to start: {failure}")
             if time.monotonic() > deadline:
-                raise TimeoutError("node not ready")
+                _report_hung_start()
+                raise TimeoutError(f"node not ready after {_START_S} s: {node.health.reason}")
             time.sleep(0.05)
         try:
             yield node

@@ -31,6 +31,26 @@ def children(pid: int) -> list[int]:
     return found
 
 
+def process_tree(pid: int, depth: int = 0) -> list[str]:
+    """A line per descendant of `pid`: its command, state and CPU seconds (for a test's
+    failure message: which child of a hung start is stuck, and whether it is working)."""
+    lines = []
+    for child in children(pid):
+        try:
+            stat = Path(f"/proc/{child}/stat").read_text()
+            cmd = Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ")
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        name, rest = stat.split("(", 1)[1].rsplit(")", 1)
+        state = rest.split()[0]
+        lines.append(
+            f"{'  ' * depth}{child} {name} [{state}] {cpu_seconds([child]):.1f} CPU-s: "
+            f"{cmd.decode(errors='replace')[:120]}"
+        )
+        lines += process_tree(child, depth + 1)
+    return lines
+
+
 def render_cpu_s(worker_pid: int) -> float:
     """CPU seconds of an agents worker's render processes (each started by whichever
     thread of the worker rendered first)."""
