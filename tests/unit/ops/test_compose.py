@@ -3,6 +3,7 @@ against the code: settings names, scalable agents, the monitoring files it mount
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -27,10 +28,16 @@ def _config(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
                           env={**clean, **env})  # fmt: skip
 
 
-def _services() -> dict[str, Any]:
+@functools.cache
+def _rendered() -> str:
+    """`docker-compose config` once per process (most tests read the same rendering)."""
     proc = _config(SECRETS)
     assert proc.returncode == 0, proc.stderr
-    return dict(yaml.safe_load(proc.stdout)["services"])
+    return proc.stdout
+
+
+def _services() -> dict[str, Any]:
+    return dict(yaml.safe_load(_rendered())["services"])
 
 
 def test_docker_compose_config_accepts_the_file() -> None:

@@ -4,6 +4,8 @@ and the operator's PodMonitor against their CRDs, and the facts they share with 
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 import subprocess
 from pathlib import Path, PurePosixPath
@@ -45,6 +47,11 @@ GOMOD = Path(os.path.expanduser("~/.cache/pagestream/gomod"))
 
 
 def _docs() -> list[dict[str, Any]]:
+    return copy.deepcopy(_parsed())  # tests may edit what they get (a broken copy, say)
+
+
+@functools.cache
+def _parsed() -> list[dict[str, Any]]:
     kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
     docs = []
     for name in kustomization["resources"]:
@@ -62,6 +69,7 @@ def _named(kind: str, name: str) -> dict[str, Any]:
     return found
 
 
+@functools.cache
 def _crd_schemas() -> dict[tuple[str, str], dict[str, Any]]:
     """(apiVersion, kind) -> openAPIV3Schema, from the CRDs listed in ops/k8s/crds.txt."""
     schemas = {}
