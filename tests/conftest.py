@@ -15,7 +15,6 @@ starting vLLM). `make check` runs the unit tier without the other two.
 from __future__ import annotations
 
 import fcntl
-import gc
 import json
 import os
 import signal
@@ -35,6 +34,7 @@ from bench.processes import free_port
 from streams.kafka import clients as kafka
 from streams.local import broker
 from streams.settings import BlobSettings, BrokerSettings, KafkaSettings, Settings, TopicSettings
+from tests.support.brokers import stop_broker
 from tests.support.coordinator import wait_for_group_coordinator
 from tests.support.vlm import TINY_KV_CACHE_BYTES, TINY_MAX_PIXELS, TINY_MIN_PIXELS
 from tests.support.xdist_groups import suffix_groups
@@ -95,10 +95,7 @@ def kafka_bootstrap(broker_settings: BrokerSettings) -> Iterator[str]:
         wait_for_group_coordinator(KafkaSettings(bootstrap_servers=info.bootstrap))
         yield info.bootstrap
     finally:
-        # Clients the tests left in reference cycles go first: once the broker is
-        # gone they would log a 'Connection refused' a second until the process ends.
-        gc.collect()
-        broker.stop(broker_settings)
+        stop_broker(broker_settings)
 
 
 def _resolve_jars_once(settings: BrokerSettings) -> None:

@@ -3,6 +3,8 @@ webhook receiver (an HTTP server, the one outside endpoint the tests stand in fo
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import os
 import signal
 import subprocess
@@ -23,6 +25,8 @@ from bench.processes import free_port
 
 # The world's failures a worker retried, by stage and exception class.
 RETRIES = "pagestream_agent_retries_total"
+# What faust logs when a table's recovery fails; it has no metric for it.
+RECOVERY_ERROR = "Error in recovery"
 
 
 @dataclass
@@ -45,6 +49,13 @@ class Worker:
 
     def tail(self, chars: int = 4000) -> str:
         return self.log.read_text(errors="replace")[-chars:]
+
+    def recovery_failed(self) -> bool:
+        """Whether faust logged a failed table recovery. The words are checked against
+        faust's source first, so a rephrasing fails here instead of passing unseen."""
+        recovery = importlib.import_module("faust.tables.recovery")  # heavy: on use
+        assert RECOVERY_ERROR in inspect.getsource(recovery), "faust rephrased its error"
+        return RECOVERY_ERROR in self.log.read_text(errors="replace")
 
     def metric(self, sample: str, **labels: str) -> float:
         """The value of one sample of the worker's /metrics (0 if it has none yet)."""

@@ -21,6 +21,7 @@ from streams.kafka import clients as kafka
 from streams.local import broker
 from streams.settings import BlobSettings, BrokerSettings, KafkaSettings, Settings
 from streams.topics import RESULTS
+from tests.support.brokers import stop_broker
 
 # They kill and restart only their own processes (and this xdist worker's own broker):
 # safe beside the other worker's tests, one after the other on one worker.
@@ -36,7 +37,7 @@ def three_brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerSe
     try:
         yield settings
     finally:
-        broker.stop(settings)
+        stop_broker(settings)
 
 
 def _settings(cluster: BrokerSettings, tmp_path: Path) -> Settings:

@@ -36,6 +36,7 @@ from streams.settings import (
     TopicSettings,
 )
 from streams.topics import DLQ, GPU_ORIENT, ORIENTED, RAW, RESULTS
+from tests.support.brokers import stop_broker
 from tests.support.coordinator import wait_for_group_coordinator
 from tests.support.up import EXPECTED, sample_statuses
 
@@ -58,7 +59,7 @@ def secure_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerSe
         wait_for_group_coordinator(broker.admin_kafka(settings))
         yield settings
     finally:
-        broker.stop(settings)
+        stop_broker(settings)
 
 
 @pytest.fixture
@@ -418,4 +419,4 @@ def test_a_three_node_secure_cluster_replicates_between_its_nodes_as_admin(
         partitions = admin.list_topics(raw, timeout=10).topics[raw].partitions.values()
         assert all(sorted(p.isrs) == [1, 2, 3] for p in partitions)
     finally:
-        broker.stop(cluster)
+        stop_broker(cluster)
