@@ -12,7 +12,8 @@ with the same code.
   process, so it is imported by name, not from here;
 - `layout`: PyMuPDF's layout model over a text layer (`layout_markdown`) or over the
   lines an OCR engine read (`markdown_from_lines`): tables, headings, reading order,
-  running heads dropped; helped by `columns` (OCR lines split at narrow gutters),
+  running heads dropped; helped by `furniture` (an OCR'd page's running head or foot
+  found by its place and its folio), `columns` (OCR lines split at narrow gutters),
   `tables` (the table finder's HTML tables repaired) and `styled_words` (words cut
   at a change of style joined);
 - `mupdf`: what reading and rasterizing share of PyMuPDF (page sizes at a resolution,

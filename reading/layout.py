@@ -47,9 +47,10 @@ from pymupdf4llm.helpers import document_layout
 
 from reading.blocks import ROWS_KEY, page_blocks
 from reading.columns import regions
+from reading.furniture import row_text, split_furniture
 from reading.styled_words import join_styled_words
 from reading.tables import repaired_rows, written
-from schemas.document_json import Block
+from schemas.document_json import Block, DocumentBlockKind
 from schemas.pages import OcrBox
 
 log = logging.getLogger(__name__)
@@ -164,15 +165,34 @@ def read_lines(width: int, height: int, lines: Sequence[OcrBox], *,
     """Markdown and blocks of a page `width` x `height` pixels whose text lines an OCR
     engine read (boxes in the page's pixels). Columns set closer than the layout model
     sees are laid out one after another (reading/columns.py)."""
+    page = split_furniture(lines, height)
     parts = [
         _markdown_of_lines(round(r.right - r.left), height, r.shifted(), keep_headers, r.left)
-        for r in regions(lines, width)
+        for r in regions(page.body, width)
     ]
-    blocks = [block for part in parts for block in part.blocks]
+    head = _furniture_block("page-header", page.head)
+    foot = _furniture_block("page-footer", page.foot)
+    markdown = [part.markdown for part in parts if part.markdown]
+    if keep_headers:
+        markdown = (
+            [f"<!-- {b.kind}: {b.text} -->" for b in head]
+            + markdown
+            + [f"<!-- {b.kind}: {b.text} -->" for b in foot]
+        )
+    blocks = head + [block for part in parts for block in part.blocks] + foot
     return PageReading(
-        "\n\n".join(part.markdown for part in parts if part.markdown),
+        "\n\n".join(markdown),
         [block.model_copy(update={"order": i}) for i, block in enumerate(blocks)],
     )
+
+
+def _furniture_block(kind: DocumentBlockKind, row: Sequence[OcrBox]) -> list[Block]:
+    """A running head's (or foot's) row as one block; none for no row."""
+    if not row:
+        return []
+    extents = [line.extent() for line in row]
+    box = tuple(round(f(e[i] for e in extents), 1) for i, f in enumerate((min, min, max, max)))
+    return [Block(kind=kind, order=0, box=box, text=row_text(row))]
 
 
 def _markdown_of_lines(width: int, height: int, lines: Sequence[OcrBox],
