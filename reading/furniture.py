@@ -25,6 +25,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from schemas.document_json import Block, DocumentBlockKind
 from schemas.pages import OcrBox
 
 BAND = 0.12
@@ -55,15 +56,25 @@ def split_furniture(lines: Sequence[OcrBox], height: int) -> Furniture:
     """The page's head and foot rows that are furniture, and the lines left between."""
     body = [line for line in lines if line.text.strip()]
     head = _edge_row(body, height, top=True)
-    body = [line for line in body if not any(line is h for h in head)]
+    body = _without(body, head)
     foot = _edge_row(body, height, top=False)
-    body = [line for line in body if not any(line is f for f in foot)]
-    return Furniture(head, body, foot)
+    return Furniture(head, _without(body, foot), foot)
 
 
-def row_text(row: Sequence[OcrBox]) -> str:
-    """A row's lines left to right, as one line of text."""
-    return " ".join(" ".join(line.text.split()) for line in sorted(row, key=_left))
+def row_block(kind: DocumentBlockKind, row: Sequence[OcrBox]) -> list[Block]:
+    """A head's (or foot's) row as one block of the document JSON; none for no row."""
+    if not row:
+        return []
+    extents = [line.extent() for line in row]
+    box = (round(min(e[0] for e in extents), 1), round(min(e[1] for e in extents), 1),
+           round(max(e[2] for e in extents), 1), round(max(e[3] for e in extents), 1))  # fmt: skip
+    text = " ".join(" ".join(line.text.split()) for line in sorted(row, key=_left))
+    return [Block(kind=kind, order=0, box=box, text=text)]
+
+
+def _without(lines: list[OcrBox], taken: Sequence[OcrBox]) -> list[OcrBox]:
+    ids = {id(line) for line in taken}
+    return [line for line in lines if id(line) not in ids]
 
 
 def _edge_row(lines: list[OcrBox], height: int, *, top: bool) -> list[OcrBox]:
@@ -72,7 +83,7 @@ def _edge_row(lines: list[OcrBox], height: int, *, top: bool) -> list[OcrBox]:
         return []
     edge = min(lines, key=_top) if top else max(lines, key=_bottom)
     row = [line for line in lines if _same_row(line, edge)]
-    rest = [line for line in lines if not any(line is r for r in row)]
+    rest = _without(lines, row)
     if not rest:
         return []  # a page of one row is all body
     y0 = min(_top(line) for line in row)
@@ -102,7 +113,7 @@ def _has_folio(row: Sequence[OcrBox]) -> bool:
     # One number: a row of several ("2019  2020  2021") is a table's head.
     if sum(1 for line in row if _FOLIO.match(line.text.strip())) == 1:
         return True
-    text = row_text(row)
+    text = " ".join(line.text for line in row)
     return bool(_ADDRESS.search(text)) or bool(_DATE.search(text) and _TIME.search(text))
 
 

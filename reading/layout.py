@@ -47,10 +47,10 @@ from pymupdf4llm.helpers import document_layout
 
 from reading.blocks import ROWS_KEY, page_blocks
 from reading.columns import regions
-from reading.furniture import row_text, split_furniture
+from reading.furniture import row_block, split_furniture
 from reading.styled_words import join_styled_words
 from reading.tables import repaired_rows, written
-from schemas.document_json import Block, DocumentBlockKind
+from schemas.document_json import Block
 from schemas.pages import OcrBox
 
 log = logging.getLogger(__name__)
@@ -170,29 +170,20 @@ def read_lines(width: int, height: int, lines: Sequence[OcrBox], *,
         _markdown_of_lines(round(r.right - r.left), height, r.shifted(), keep_headers, r.left)
         for r in regions(page.body, width)
     ]
-    head = _furniture_block("page-header", page.head)
-    foot = _furniture_block("page-footer", page.foot)
+    head = row_block("page-header", page.head)
+    foot = row_block("page-footer", page.foot)
     markdown = [part.markdown for part in parts if part.markdown]
     if keep_headers:
         markdown = (
-            [f"<!-- {b.kind}: {b.text} -->" for b in head]
+            [_comment(b.kind, b.text) for b in head]
             + markdown
-            + [f"<!-- {b.kind}: {b.text} -->" for b in foot]
+            + [_comment(b.kind, b.text) for b in foot]
         )
     blocks = head + [block for part in parts for block in part.blocks] + foot
     return PageReading(
         "\n\n".join(markdown),
         [block.model_copy(update={"order": i}) for i, block in enumerate(blocks)],
     )
-
-
-def _furniture_block(kind: DocumentBlockKind, row: Sequence[OcrBox]) -> list[Block]:
-    """A running head's (or foot's) row as one block; none for no row."""
-    if not row:
-        return []
-    extents = [line.extent() for line in row]
-    box = tuple(round(f(e[i] for e in extents), 1) for i, f in enumerate((min, min, max, max)))
-    return [Block(kind=kind, order=0, box=box, text=row_text(row))]
 
 
 def _markdown_of_lines(width: int, height: int, lines: Sequence[OcrBox],
@@ -275,13 +266,18 @@ def _page_markdown(parsed: Any, page: Any, keep_headers: bool) -> str:
                 text = _box_text(box)
                 if text:
                     (heads if box.boxclass == "page-header" else feet).append(
-                        f"<!-- {box.boxclass}: {text} -->"
+                        _comment(box.boxclass, text)
                     )
     single = document_layout.ParsedDocument()
     single.__dict__.update(parsed.__dict__)
     single.pages = [page]
     body = str(single.to_markdown(header=False, footer=False)).strip()
     return "\n\n".join(part for part in ("\n".join(heads), body, "\n".join(feet)) if part)
+
+
+def _comment(kind: str, text: str) -> str:
+    """Kept page furniture in the Markdown: out of the rendered text, there to read."""
+    return f"<!-- {kind}: {text} -->"
 
 
 def tidy_text_layer(markdown: str) -> str:
