@@ -41,6 +41,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import pymupdf
 import pymupdf4llm
 from pymupdf import Document, Font, Matrix, Point, Rect
 from pymupdf4llm.helpers import document_layout
@@ -85,10 +86,19 @@ class PageReading:
     blocks: list[Block] = field(default_factory=list)
 
 
+# The model as PyMuPDF switched it on the first time. Switched off, PyMuPDF forgets it,
+# and switched on again it builds the model anew (its ONNX sessions: about 0.7 s of CPU,
+# more than the page it was for); handed back, it is kept.
+_MODEL: list[Any] = []
+
+
 @contextmanager
 def _layout_model() -> Iterator[None]:
     with _LOCK:
+        if _MODEL:
+            pymupdf._get_layout = _MODEL[0]  # pymupdf.layout.activate() keeps what is there
         pymupdf4llm.use_layout(True)
+        _MODEL[:] = [pymupdf._get_layout]
         try:
             yield
         finally:

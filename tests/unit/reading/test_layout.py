@@ -67,6 +67,24 @@ def test_text_the_model_drops_is_kept_as_plain_lines_with_a_warning() -> None:
     assert any("the layout model kept" in w for w in page.result.warnings)
 
 
+def test_the_model_is_built_once_however_many_documents_are_read(monkeypatch) -> None:
+    # Each document switches the model on and off; switched on again, PyMuPDF built it
+    # anew (its ONNX sessions, more CPU than the page it was for).
+    from pymupdf.layout import DocumentLayoutAnalyzer
+
+    built: list[object] = []
+    real = DocumentLayoutAnalyzer.get_model
+
+    def counted(*args: object, **kwargs: object) -> object:
+        built.append(real(*args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(DocumentLayoutAnalyzer, "get_model", counted)
+    pages = [read_text_layer(_page_pdf(), **LIMITS, layout=Layout.model) for _ in range(3)]
+    assert all(RUNNING_HEAD not in (p.result.markdown or "") for (p,) in pages)
+    assert len(built) <= 1  # none where an earlier test of this process built it
+
+
 def test_a_layout_model_failure_falls_back_to_the_classic_converter(monkeypatch) -> None:
     def fail(*_args: object, **_kwargs: object) -> dict[int, str]:
         raise RuntimeError("layout model failed")
