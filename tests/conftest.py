@@ -25,12 +25,11 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from confluent_kafka.admin import NewTopic
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from bench.processes import free_port
+from bench.processes import free_port, wait_until_answering
 from streams.kafka import clients as kafka
 from streams.local import broker
 from streams.settings import BlobSettings, BrokerSettings, KafkaSettings, Settings, TopicSettings
@@ -206,20 +205,16 @@ def vllm_server(tiny_vlm_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
         proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT,
                                 start_new_session=True)  # fmt: skip
     try:
-        deadline = started + 300
-        while True:
+
+        def alive() -> None:
             if proc.poll() is not None:
                 tail = log_path.read_text(errors="replace")[-3000:]
                 pytest.fail(f"vllm serve exited with {proc.returncode}:\n{tail}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                tail = log_path.read_text(errors="replace")[-3000:]
-                pytest.fail(f"vllm serve not healthy after 300 s:\n{tail}")
-            time.sleep(0.5)
+
+        if not wait_until_answering(f"http://127.0.0.1:{port}/health", timeout_s=300,
+                                    alive=alive, interval_s=0.5):  # fmt: skip
+            tail = log_path.read_text(errors="replace")[-3000:]
+            pytest.fail(f"vllm serve not healthy after 300 s:\n{tail}")
         print(f"\nvllm serve healthy after {time.monotonic() - started:.1f} s")
         yield f"http://127.0.0.1:{port}/v1"
     finally:

@@ -58,16 +58,9 @@ def environment(bootstrap: str, scratch: Path, prefix: str) -> dict[str, str]:
 
 
 def wait_ready(url: str, api: Child) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        api.check()
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise TimeoutError(f"the gateway was not ready in {READY_TIMEOUT_S:g} s")
+    if not processes.wait_until_answering(f"{url}/readyz", timeout_s=READY_TIMEOUT_S,
+                                          alive=api.check):  # fmt: skip
+        raise TimeoutError(f"the gateway was not ready in {READY_TIMEOUT_S:g} s")
 
 
 def submit(client: httpx.Client) -> httpx.Response:

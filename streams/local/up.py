@@ -255,13 +255,15 @@ def api_ready(settings: Settings, timeout_s: float = 60.0) -> str | None:
     """The gateway's URL once it answers ready, or None if it did not in `timeout_s`."""
     url = f"http://127.0.0.1:{settings.api.port}"
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return url
-        except httpx.TransportError:
-            pass
-        time.sleep(0.5)
+    # One client for every try: a client per try builds a TLS context each time.
+    with httpx.Client(timeout=2) as client:
+        while time.monotonic() < deadline:
+            try:
+                if client.get(f"{url}/readyz").status_code == 200:
+                    return url
+            except httpx.TransportError:
+                pass
+            time.sleep(0.5)
     return None
 
 

@@ -17,7 +17,7 @@ from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from bench.processes import free_port
+from bench.processes import free_port, wait_until_answering
 from gateway.keys import KeyStore
 from schemas import DocumentSubmitted, decode
 from streams.kafka import clients as kafka
@@ -46,16 +46,11 @@ class Api(Worker):
         return httpx.Client(base_url=self.url, headers=headers, timeout=timeout_s)
 
     def wait_ready(self, timeout_s: float = 90) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        def alive() -> None:
             assert self.proc.poll() is None, self.tail()
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
-        raise AssertionError(f"gateway not ready in {timeout_s} s\n{self.tail()}")
+
+        if not wait_until_answering(f"{self.url}/readyz", timeout_s=timeout_s, alive=alive):
+            raise AssertionError(f"gateway not ready in {timeout_s} s\n{self.tail()}")
 
     def _samples(self, sample: str) -> list[Sample]:
         text = httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10).text

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import yaml
 
-from bench.processes import free_port, stop
+from bench.processes import free_port, stop, wait_until_answering
+from tests.support.agents import SCRAPER
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "ops" / "prometheus" / "rules" / "pagestream.rules.yml"
@@ -33,7 +33,7 @@ class Prometheus:
     log: Path
 
     def query(self, promql: str) -> list[dict[str, Any]]:
-        r = httpx.get(f"{self.url}/api/v1/query", params={"query": promql}, timeout=10)
+        r = SCRAPER.get(f"{self.url}/api/v1/query", params={"query": promql})
         r.raise_for_status()
         body = r.json()
         assert body["status"] == "success", body
@@ -94,16 +94,13 @@ def prometheus(folder: Path, jobs: dict[str, list[str]], rules: Path) -> Iterato
         )  # fmt: skip
     server = Prometheus(f"http://127.0.0.1:{port}", log)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{server.url}/-/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
+
+        def alive() -> None:
             assert proc.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "prometheus not ready"
-            time.sleep(0.2)
+
+        assert wait_until_answering(f"{server.url}/-/ready", timeout_s=60, alive=alive), (
+            "prometheus not ready"
+        )
         yield server
     finally:
         stop([proc], timeout_s=20)

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from bench.processes import free_port, stop
+from bench.processes import free_port, stop, wait_until_answering
 
 # Dummy credentials: moto accepts any. Real deployments give s3fs credentials the AWS
 # way (environment, profile, instance role), never through pagestream's settings.
@@ -77,13 +76,10 @@ def s3_server(log: Path) -> Iterator[S3Server]:
 
 
 def _wait_until_answering(server: S3Server, log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    def alive() -> None:
         if server.proc.poll() is not None:
             raise RuntimeError(f"moto_server exited: {log.read_text(errors='replace')[-2000:]}")
-        try:
-            httpx.get(server.endpoint, timeout=1)
-            return
-        except httpx.TransportError:
-            time.sleep(0.2)
-    raise RuntimeError("moto_server did not answer within 60 s")
+
+    # Any answer will do: the server is up.
+    if not wait_until_answering(server.endpoint, timeout_s=60, alive=alive, ok=lambda _: True):
+        raise RuntimeError("moto_server did not answer within 60 s")

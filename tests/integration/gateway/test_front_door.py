@@ -22,6 +22,7 @@ from streams.blobs import PARTIAL_DIR
 from streams.settings import Settings
 from streams.topics import Topology
 from synth.pdf import report_pages, text_pdf
+from tests.support.agents import SCRAPER
 from tests.support.gateway import (
     Api,
     connect,
@@ -263,7 +264,7 @@ def test_a_replica_not_caught_up_says_only_so_and_serves_no_document_route(
 
         def serving() -> bool:
             try:
-                return httpx.get(f"{api.url}/healthz", timeout=2).status_code == 200
+                return SCRAPER.get(f"{api.url}/healthz", timeout=2).status_code == 200
             except httpx.TransportError:
                 return False
 
