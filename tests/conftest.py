@@ -204,13 +204,13 @@ def vllm_server(tiny_vlm_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
         # Own session: teardown signals the server and its engine-core child together.
         proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT,
                                 start_new_session=True)  # fmt: skip
+
+    def alive() -> None:
+        if proc.poll() is not None:
+            tail = log_path.read_text(errors="replace")[-3000:]
+            pytest.fail(f"vllm serve exited with {proc.returncode}:\n{tail}")
+
     try:
-
-        def alive() -> None:
-            if proc.poll() is not None:
-                tail = log_path.read_text(errors="replace")[-3000:]
-                pytest.fail(f"vllm serve exited with {proc.returncode}:\n{tail}")
-
         if not wait_until_answering(f"http://127.0.0.1:{port}/health", timeout_s=300,
                                     alive=alive, interval_s=0.5):  # fmt: skip
             tail = log_path.read_text(errors="replace")[-3000:]

@@ -70,8 +70,12 @@ class Worker:
         return sum(float(found.value) for found in self._samples(sample)
                    if labels.items() <= found.labels.items())  # fmt: skip
 
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.web_port}/metrics"
+
     def _samples(self, sample: str) -> list[Sample]:
-        text = SCRAPER.get(f"http://127.0.0.1:{self.web_port}/metrics").text
+        text = SCRAPER.get(self.metrics_url).text
         return [found for family in text_string_to_metric_families(text)
                 for found in family.samples if found.name == sample]  # fmt: skip
 

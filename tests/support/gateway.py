@@ -14,8 +14,6 @@ from pathlib import Path
 
 import httpx
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
-from prometheus_client.parser import text_string_to_metric_families
-from prometheus_client.samples import Sample
 
 from bench.processes import free_port, wait_until_answering
 from gateway.keys import KeyStore
@@ -52,10 +50,9 @@ class Api(Worker):
         if not wait_until_answering(f"{self.url}/readyz", timeout_s=timeout_s, alive=alive):
             raise AssertionError(f"gateway not ready in {timeout_s} s\n{self.tail()}")
 
-    def _samples(self, sample: str) -> list[Sample]:
-        text = httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10).text
-        return [found for family in text_string_to_metric_families(text)
-                for found in family.samples if found.name == sample]  # fmt: skip
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     def rss_bytes(self) -> int:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():

@@ -93,11 +93,11 @@ def prometheus(folder: Path, jobs: dict[str, list[str]], rules: Path) -> Iterato
             stdout=out, stderr=out,
         )  # fmt: skip
     server = Prometheus(f"http://127.0.0.1:{port}", log)
+
+    def alive() -> None:
+        assert proc.poll() is None, log.read_text()[-3000:]
+
     try:
-
-        def alive() -> None:
-            assert proc.poll() is None, log.read_text()[-3000:]
-
         assert wait_until_answering(f"{server.url}/-/ready", timeout_s=60, alive=alive), (
             "prometheus not ready"
         )
