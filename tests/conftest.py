@@ -48,6 +48,16 @@ MODEL_FIXTURES = frozenset({
 VLLM_FIXTURES = frozenset({"tiny_vlm_dir", "tiny_writer_vlm_dir", "vllm_server"})
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # One OpenMP thread per process (torch's intra-op pool, read once, when torch loads:
+    # no test module has imported it yet). The suite runs three workers, their GPU nodes,
+    # agents and brokers on two cores, so a second thread only waits at each operator's
+    # barrier for a descheduled sibling, spinning: three processes reading the same
+    # pages with EasyOCR at once took 233 CPU-s and 118 s with two threads each, 83 CPU-s
+    # and 43 s with one. Processes the tests start inherit it; vLLM sets its own.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     tests = config.rootpath / "tests"

@@ -188,7 +188,7 @@ def test_hostile_records_on_every_work_topic_are_dead_lettered_and_the_node_stay
     # node exited, and a restarted node read the same record and exited again.
     from confluent_kafka import Producer
 
-    from bench.hostile_records import OVER_LIMIT_PRODUCER_CONFIG
+    from bench.hostile_records import OVER_LIMIT_PRODUCER_CONFIG, refusals
     from streams.kafka import clients as kafka
     from tests.support.bad_inputs import VALUE_DROPPED_RECORDS, hostile_records
 
@@ -197,13 +197,15 @@ def test_hostile_records_on_every_work_topic_are_dead_lettered_and_the_node_stay
     dlq = topology.name(DLQ)
     (doc,) = generate(35, 1, doc_types=[DocumentType.letter], rotations=[0], width=240)
     producer: Producer = kafka.producer(settings.kafka, **OVER_LIMIT_PRODUCER_CONFIG)
+    refused: list[str] = []
     for stage in (Stage.orient, Stage.classify, Stage.ocr, Stage.extract):
         work = stages[stage][0]
         for name, (value, _) in hostile.items():
-            producer.produce(work, value, KEY, headers=[("case", f"{stage.value}/{name}")])
+            producer.produce(work, value, KEY, headers=[("case", f"{stage.value}/{name}")],
+                             on_delivery=refusals(refused))  # fmt: skip
     good = make_page(doc.image, doc_id="good-after")
     producer.produce(stages[Stage.classify][0], encode(good), KEY)
-    assert producer.flush(30) == 0
+    assert producer.flush(30) == 0 and not refused, refused
     with node_factory() as node:
         out = read_committed(settings, [stages[Stage.classify][1], dlq],
                              expect=1 + 4 * len(hostile), timeout_s=120, settle_s=1)  # fmt: skip

@@ -47,9 +47,19 @@ def test_second_node_joining_mid_run_keeps_exactly_once(
             seen += sum(1 for m in watcher.consume(50, 0.1) if m.error() is None)
         watcher.close()
         with node_factory(max_batch=2) as second:
-            out = read_committed(settings, [facts], expect=N_TASKS, timeout_s=240, settle_s=2)
-            mine = [tp for tp in second.assigned if tp[0] == work]
-            assert mine, "the second node got no gpu.classify partition"
+            # The join lands mid-run however fast the first node is: until the group has
+            # given the second node its partitions, the first is kept twenty pages
+            # behind (once, it finished the whole backlog before the join completed).
+            deadline = time.monotonic() + 120
+            while not (mine := [tp for tp in second.assigned if tp[0] == work]):
+                assert time.monotonic() < deadline, "the second node got no gpu.classify partition"
+                if len(pages) - _out_total(first) < 20:
+                    more = [make_page(images[i % 8], doc_id=f"rb-{i:04d}")
+                            for i in range(len(pages), len(pages) + 10)]  # fmt: skip
+                    produce_pages(settings, work, more)
+                    pages += more
+                time.sleep(0.05)
+            out = read_committed(settings, [facts], expect=len(pages), timeout_s=240, settle_s=2)
             assert not set(mine) & first.assigned
     per_doc = Counter(decode(PageState, m.value()).doc_id for m in out)
     assert set(per_doc) == {p.doc_id for p in pages}

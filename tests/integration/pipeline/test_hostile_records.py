@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.hostile_records import OVER_LIMIT_PRODUCER_CONFIG
+from bench.hostile_records import OVER_LIMIT_PRODUCER_CONFIG, refusals
 from schemas import DocumentResult, Operation, Options, decode, headers
 from streams.admin import dlq
 from streams.client.submit import Submitter
@@ -38,13 +38,15 @@ def test_hostile_records_are_dead_lettered_and_the_agents_keep_going(
     huge = [(f"h{n}", b"y" * 10_000) for n in range(100)]
     dropped = (*VALUE_DROPPED_RECORDS, "huge_headers")
     producer = kafka.producer(settings.kafka, **OVER_LIMIT_PRODUCER_CONFIG)
+    refused: list[str] = []
     for name, (value, _) in hostile.items():
         extra = huge if name == "huge_headers" else None
-        producer.produce(topology.name(RAW), value, f"raw-{name}".encode(), headers=extra)
+        producer.produce(topology.name(RAW), value, f"raw-{name}".encode(), headers=extra,
+                         on_delivery=refusals(refused))  # fmt: skip
         # route reads the facts topics: the same values there.
         producer.produce(topology.name(CLASSIFIED), value, f"facts-{name}".encode(),
-                         headers=extra)  # fmt: skip
-    assert producer.flush(30) == 0
+                         headers=extra, on_delivery=refusals(refused))  # fmt: skip
+    assert producer.flush(30) == 0 and not refused, refused
     (doc,) = generate(5, 1, rotations=[0], width=320)
     sub = Submitter(settings)
     sub.submit_bytes(png_bytes(doc.image), operation=Operation.classify,
