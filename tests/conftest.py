@@ -29,9 +29,10 @@ import pytest
 from confluent_kafka.admin import NewTopic
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from bench.processes import free_port, wait_until_answering
+from bench.processes import free_port
 from streams.kafka import clients as kafka
 from streams.local import broker
+from streams.local.ready import wait_until_answering
 from streams.settings import BlobSettings, BrokerSettings, KafkaSettings, Settings, TopicSettings
 from tests.support.brokers import stop_broker
 from tests.support.coordinator import wait_for_group_coordinator

@@ -13,6 +13,7 @@ import httpx
 from bench import processes
 from bench.gateway.locust import locustfile
 from bench.processes import free_port
+from streams.local.ready import wait_until_answering
 
 READY_TIMEOUT_S = 120.0
 TENANT = "bench"
@@ -58,7 +59,7 @@ def environment(bootstrap: str, scratch: Path, prefix: str) -> dict[str, str]:
 
 
 def wait_ready(url: str, api: Child) -> None:
-    if not processes.wait_until_answering(f"{url}/readyz", timeout_s=READY_TIMEOUT_S,
+    if not wait_until_answering(f"{url}/readyz", timeout_s=READY_TIMEOUT_S,
                                           alive=api.check):  # fmt: skip
         raise TimeoutError(f"the gateway was not ready in {READY_TIMEOUT_S:g} s")
 

@@ -5,6 +5,8 @@ broker   start, stop, status of the embedded KRaft broker or local cluster (the
 up       `pagestream up`: broker, topics, a GPU node and an agent worker as child
          processes, then sample documents through them (imported where used: it
          pulls in the client and operations tooling)
+ready    waiting for a local process's HTTP endpoint to answer (`pagestream up`'s
+         gateway; the tests' and benches' servers)
 """
 
 from __future__ import annotations

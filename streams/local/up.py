@@ -25,7 +25,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from tenacity import (
     retry,
@@ -41,6 +40,7 @@ from streams.admin.records import record_counter
 from streams.client.submit import Submitter
 from streams.kafka import clients as kafka
 from streams.local import broker
+from streams.local.ready import wait_until_answering
 from streams.security import acls, acls_apply, credentials
 from streams.settings import Settings, child_environment
 from streams.topics import RESULTS
@@ -254,17 +254,9 @@ def _live_in(keys_file: Path, key: str) -> bool:
 def api_ready(settings: Settings, timeout_s: float = 60.0) -> str | None:
     """The gateway's URL once it answers ready, or None if it did not in `timeout_s`."""
     url = f"http://127.0.0.1:{settings.api.port}"
-    deadline = time.monotonic() + timeout_s
-    # One client for every try: a client per try builds a TLS context each time.
-    with httpx.Client(timeout=2) as client:
-        while time.monotonic() < deadline:
-            try:
-                if client.get(f"{url}/readyz").status_code == 200:
-                    return url
-            except httpx.TransportError:
-                pass
-            time.sleep(0.5)
-    return None
+    return (
+        url if wait_until_answering(f"{url}/readyz", timeout_s=timeout_s, interval_s=0.5) else None
+    )
 
 
 def _provision(settings: Settings) -> None:

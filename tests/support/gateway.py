@@ -15,10 +15,11 @@ from pathlib import Path
 import httpx
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-from bench.processes import free_port, wait_until_answering
+from bench.processes import free_port
 from gateway.keys import KeyStore
 from schemas import DocumentSubmitted, decode
 from streams.kafka import clients as kafka
+from streams.local.ready import wait_until_answering
 from streams.settings import Settings
 from streams.topics import RAW, Topology
 from tests.support.agents import Worker

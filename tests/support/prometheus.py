@@ -14,7 +14,8 @@ from typing import Any
 
 import yaml
 
-from bench.processes import free_port, stop, wait_until_answering
+from bench.processes import free_port, stop
+from streams.local.ready import wait_until_answering
 from tests.support.agents import SCRAPER
 
 REPO = Path(__file__).resolve().parents[2]

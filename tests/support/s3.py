@@ -18,7 +18,8 @@ from typing import Any
 
 import httpx
 
-from bench.processes import free_port, stop, wait_until_answering
+from bench.processes import free_port, stop
+from streams.local.ready import wait_until_answering
 
 # Dummy credentials: moto accepts any. Real deployments give s3fs credentials the AWS
 # way (environment, profile, instance role), never through pagestream's settings.
