@@ -14,7 +14,6 @@ starting vLLM). `make check` runs the unit tier without the other two.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import signal
@@ -99,22 +98,12 @@ def kafka_bootstrap(broker_settings: BrokerSettings) -> Iterator[str]:
     if external:
         yield external
         return
-    _resolve_jars_once(broker_settings)
     info = broker.start(broker_settings)
     try:
         wait_for_group_coordinator(KafkaSettings(bootstrap_servers=info.bootstrap))
         yield info.bootstrap
     finally:
         stop_broker(broker_settings)
-
-
-def _resolve_jars_once(settings: BrokerSettings) -> None:
-    """On a fresh machine the xdist workers would each run Maven into the same cache
-    folder at once: the first resolves the jars under a lock, the others find them."""
-    settings.jars_dir.mkdir(parents=True, exist_ok=True)
-    with open(settings.jars_dir / ".resolve.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        broker.ensure_jars(settings)
 
 
 @pytest.fixture

@@ -7,9 +7,11 @@ same jars run the broker and Kafka's own command-line tools (`run_tool`).
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import shutil
 import subprocess
+import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -41,7 +43,13 @@ def kafka_version(settings: BrokerSettings) -> str:
 
 
 def ensure_jars(settings: BrokerSettings) -> Path:
-    """Resolve the Kafka jars once; later calls reuse the cache folder."""
+    """Resolve the Kafka jars once; later calls reuse the cache folder.
+
+    Processes that start together on a fresh machine (test workers, `pagestream up`
+    beside a cluster's nodes) resolve them once: the first takes the folder's lock
+    and the others wait for it, then find the jars. Each resolution writes into a
+    folder of its own, so a failed or killed one never leaves half a set behind.
+    """
     version = kafka_version(settings)
     libs = settings.jars_dir / version / "libs"
     done = libs / ".complete"
@@ -50,24 +58,24 @@ def ensure_jars(settings: BrokerSettings) -> Path:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise BrokerError("Maven (mvn) is not on PATH; it resolves the Kafka jars")
-    tmp = libs.with_name("libs.partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    log.info("resolving Apache Kafka %s jars with Maven into %s", version, libs)
-    cmd = [
-        mvn,
-        "-q",
-        "-B",
-        "-f",
-        str(settings.pom),
-        "dependency:copy-dependencies",
-        f"-DoutputDirectory={tmp}",
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)  # noqa: S603
-    if proc.returncode != 0:
-        raise BrokerError(f"Maven could not resolve the Kafka jars:\n{proc.stdout[-3000:]}")
-    shutil.rmtree(libs, ignore_errors=True)
-    tmp.rename(libs)
-    done.write_text(version)
+    libs.parent.mkdir(parents=True, exist_ok=True)
+    with (libs.parent / ".resolve.lock").open("a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # released when the file closes
+        if done.exists():
+            return libs
+        tmp = Path(tempfile.mkdtemp(prefix="libs.partial.", dir=libs.parent))
+        try:
+            log.info("resolving Apache Kafka %s jars with Maven into %s", version, libs)
+            cmd = [mvn, "-q", "-B", "-f", str(settings.pom),
+                   "dependency:copy-dependencies", f"-DoutputDirectory={tmp}"]  # fmt: skip
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)  # noqa: S603
+            if proc.returncode != 0:
+                raise BrokerError(f"Maven could not resolve the Kafka jars:\n{proc.stdout[-3000:]}")
+            shutil.rmtree(libs, ignore_errors=True)
+            tmp.rename(libs)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        done.write_text(version)
     return libs
 
 
