@@ -34,9 +34,13 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow, pytest.mark.serial]  # render
 
 # Twice what a second worker takes to start and join the group (under 15 s here, where
 # these serial tests run alone): a rebalance that waited for the render would write its
-# dead letter first. Each test renders the document to this deadline once, so it sets
-# the tests' length.
+# dead letter first.
 RENDER_TIMEOUT_S = 30
+# The second worker's deadline: it renders the handed-back document to it (or the first
+# worker does, to its own, when the group gives it the partition back). It races
+# nothing but the check that follows a stable group, and each test waits for its dead
+# letter.
+SUCCESSOR_TIMEOUT_S = 8
 # Four million half-page fills: about 160 s at the default 150 dpi, past the deadline.
 SLOW_PDF = busy_page_pdf(4, side_pt=100)
 RESTARTS = "pagestream_agent_render_restarts_total"
@@ -53,10 +57,11 @@ def workers(tmp_path: Path) -> Iterator[list[support.Worker]]:
         print(worker.tail())
 
 
-def _start(workers: list[support.Worker], log: Path) -> support.Worker:
+def _start(
+    workers: list[support.Worker], log: Path, timeout_s: int = RENDER_TIMEOUT_S
+) -> support.Worker:
     # One render process: the warm-up starts it, so its CPU time is the slow render's.
-    worker = support.start_worker(log, RENDER_PROCESSES="1",
-                                  RENDER_TIMEOUT_S=str(RENDER_TIMEOUT_S))  # fmt: skip
+    worker = support.start_worker(log, RENDER_PROCESSES="1", RENDER_TIMEOUT_S=str(timeout_s))
     workers.append(worker)
     return worker
 
@@ -123,7 +128,7 @@ def test_a_worker_joining_does_not_wait_for_a_render_and_the_document_ends_once(
     _rendering_slow(settings, topology, first)
 
     # The second worker's join revokes every partition of the first, which is rendering.
-    _start(workers, tmp_path / "second.log")
+    _start(workers, tmp_path / "second.log", SUCCESSOR_TIMEOUT_S)
     _wait_for_stable_group(settings, topology.agents_app, members=2)
     # The rebalance is over and the document has no verdict yet: it was handed back, not
     # rendered to its deadline first (which would have written its dead letter).
@@ -150,7 +155,7 @@ def test_a_worker_stopping_does_not_wait_for_a_render_and_the_document_ends_once
     assert TIMED_OUT not in first.tail(10**7), first.tail()
     assert _records_in(settings, topology.name(DLQ)) == 0
 
-    second = _start(workers, tmp_path / "second.log")
+    second = _start(workers, tmp_path / "second.log", SUCCESSOR_TIMEOUT_S)
     _ends_once(settings, topology, workers)
     # The render that met its deadline logs so, so the check above can fail.
     assert TIMED_OUT in second.tail(10**7), second.tail()
