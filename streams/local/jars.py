@@ -48,7 +48,8 @@ def ensure_jars(settings: BrokerSettings) -> Path:
     Processes that start together on a fresh machine (test workers, `pagestream up`
     beside a cluster's nodes) resolve them once: the first takes the folder's lock
     and the others wait for it, then find the jars. Each resolution writes into a
-    folder of its own, so a failed or killed one never leaves half a set behind.
+    folder of its own, renamed into place once Maven is done, so a failed or killed
+    one is never taken for the jars.
     """
     version = kafka_version(settings)
     libs = settings.jars_dir / version / "libs"
