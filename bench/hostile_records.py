@@ -53,20 +53,6 @@ DOC_IDS = ("doc-a", "doc-b", "doc.c:1")
 OVER_LIMIT_PRODUCER_CONFIG = {"message.max.bytes": 1_048_576}
 
 
-def refusals(into: list[str]) -> Callable[[Any, Any], None]:
-    """A delivery callback that notes each record the broker refused in `into`: flush()
-    counts only what is still queued, so a refused record is otherwise silent, and a
-    test counting what each hostile record became would find it missing with no reason
-    (twice on 2026-11-28, under load: four records of one partition never reached the
-    GPU node, two never reached the agents; the cause is not known yet)."""
-
-    def report(err: Any, msg: Any) -> None:
-        if err is not None:
-            into.append(f"{msg.topic()} key={msg.key()!r}: {err}")
-
-    return report
-
-
 # Placeholders in submissions, replaced by `fill`.
 ROOT, BLOB, BLOB_SHA, DOC = "@root@", "@blob@", "@blob-sha@", "fuzzdoc0"
 

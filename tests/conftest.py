@@ -50,7 +50,7 @@ VLLM_FIXTURES = frozenset({"tiny_vlm_dir", "tiny_writer_vlm_dir", "vllm_server"}
 
 def pytest_configure(config: pytest.Config) -> None:
     # One OpenMP thread per process (torch's intra-op pool, read once, when torch loads:
-    # no test module has imported it yet). The suite runs three workers, their GPU nodes,
+    # no test module has imported it yet). The suite runs four workers, their GPU nodes,
     # agents and brokers on two cores, so a second thread only waits at each operator's
     # barrier for a descheduled sibling, spinning: three processes reading the same
     # pages with EasyOCR at once took 233 CPU-s and 118 s with two threads each, 83 CPU-s

@@ -189,9 +189,9 @@ def test_hostile_records_on_every_work_topic_are_dead_lettered_and_the_node_stay
     # node exited, and a restarted node read the same record and exited again.
     from confluent_kafka import Producer
 
-    from bench.hostile_records import OVER_LIMIT_PRODUCER_CONFIG, refusals
+    from bench.hostile_records import OVER_LIMIT_PRODUCER_CONFIG
     from streams.kafka import clients as kafka
-    from tests.support.bad_inputs import VALUE_DROPPED_RECORDS, hostile_records
+    from tests.support.bad_inputs import VALUE_DROPPED_RECORDS, hostile_records, refusals
 
     hostile = hostile_records()
     stages = stage_topics(topology)

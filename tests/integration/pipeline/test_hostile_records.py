@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.hostile_records import OVER_LIMIT_PRODUCER_CONFIG, refusals
+from bench.hostile_records import OVER_LIMIT_PRODUCER_CONFIG
 from schemas import DocumentResult, Operation, Options, decode, headers
 from streams.admin import dlq
 from streams.client.submit import Submitter
@@ -21,7 +21,7 @@ from streams.settings import Settings
 from streams.topics import CLASSIFIED, DLQ, RAW, RESULTS, Topology
 from synth.dataset import generate
 from tests.support import agents as support
-from tests.support.bad_inputs import VALUE_DROPPED_RECORDS, hostile_records
+from tests.support.bad_inputs import VALUE_DROPPED_RECORDS, hostile_records, refusals
 from tests.support.pages import png_bytes, read_committed
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
