@@ -59,8 +59,7 @@ def environment(bootstrap: str, scratch: Path, prefix: str) -> dict[str, str]:
 
 
 def wait_ready(url: str, api: Child) -> None:
-    if not wait_until_answering(f"{url}/readyz", timeout_s=READY_TIMEOUT_S,
-                                          alive=api.check):  # fmt: skip
+    if not wait_until_answering(f"{url}/readyz", timeout_s=READY_TIMEOUT_S, alive=api.check):
         raise TimeoutError(f"the gateway was not ready in {READY_TIMEOUT_S:g} s")
 
 
