@@ -11,62 +11,50 @@ writes them (PNG, zlib level 1) and as JPEG (`--jpeg-quality`), are read:
   that many pages per call);
 - the node's first input path (`PAGESTREAM_MODELS__INPUTS=host`): `decode_image`, then
   `Classifier.prepare` (`to_input`) and `TextTiles.prepare` (`page_grey`, `page_tiles`)
-  page by page, as its fetch threads do;
+  page by page, on a pool of `--fetch-threads` as the node's fetch threads do;
 - the batched path (gpu_node/models/device_inputs.py, the node's default): decoded,
   letterboxed and tiled a batch at a time by torch ops on the models' device (JPEG by
-  nvjpeg on CUDA);
+  nvjpeg on CUDA), the pages' headers read and any host decode done on the fetch pool;
 - end to end from page bytes to both models' answers (`read`/`detect` after the first,
-  `read_batch`/`detect_batch` after the second), at the largest `--batch`.
+  `read_batch`/`detect_batch` after the second), at the largest `--batch` (the new path
+  at each), in parts: fetch, the batch's decode, its inputs, the models.
 
-Printed: pages/s of each; end to end / the models alone, new / old; and how far the new
-path's answers agree with the old one's (same type, same rotation, largest difference
-of a confidence). Each timing is the median of `--repeats` runs, the old and new paths
-taking turns. `--json PATH` writes the same figures. What else runs on the machine moves
-the figures: compare only figures from one run.
+Printed: pages/s of each; end to end / the models alone, new / old; milliseconds per
+page by part; and how far the new path's answers agree with the old one's (same type,
+same rotation, largest difference of a confidence). On a GPU, `--cpu-reference` adds
+the CPU's answers and speed: agreement with the CPU's first path, and GPU / CPU.
+`--profile PATH` writes torch.profiler's tables of one pass of the new path. Each timing
+is the median of `--repeats` runs, the old and new paths taking turns. `--json PATH`
+writes the same figures. What else runs on the machine moves the figures: compare only
+figures from one run.
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import platform
 import statistics
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
-from PIL import Image
 from rich.console import Console
 from rich.table import Table
 
-from gpu_node.models.classifier import Classifier, PageReading
-from gpu_node.models.device import DeviceChoice, select_device
-from gpu_node.models.device_inputs import pages_on_device
-from gpu_node.models.images import ImageDecodeError, decode_image
+from bench.gpu_paths import Agreement, Answers, Parts, Paths, agreement, encode, models_alone
+from gpu_node.models.classifier import Classifier
+from gpu_node.models.device import select_device
 from gpu_node.models.text_tiles import TextTiles
-from schemas import OrientationResult
-from streams.settings import ModelSettings
+from streams.settings import ModelSettings, NodeSettings
 from synth.dataset import generate
 
-MAX_PIXELS = 40_000_000
 FORMATS = ("png", "jpeg")
-Answers = tuple[list[PageReading], list[OrientationResult]]
-
-
-@dataclass
-class Agreement:
-    pages: int
-    same_type: int
-    same_rotation: int
-    max_type_confidence_diff: float
-    max_rotation_confidence_diff: float
 
 
 @dataclass
@@ -75,133 +63,19 @@ class Probe:
     pages: int
     batches: list[int]
     repeats: int
+    fetch_threads: int
     bytes_per_page: dict[str, float] = field(default_factory=dict)
     # pages/s: "page model b8", "orientation model b8", "models b32",
     # "old inputs png", "new inputs png", "old end to end png", "new end to end png", ...
     rates: dict[str, float] = field(default_factory=dict)
     ratios: dict[str, float] = field(default_factory=dict)
     agreement: dict[str, Agreement] = field(default_factory=dict)
+    # "new jpeg b32": {"fetch": ms per page, "decode": ..., "inputs": ..., "models": ...}
+    parts: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
-def encode(image: Image.Image, fmt: str, quality: int) -> bytes:
-    buf = io.BytesIO()
-    if fmt == "png":
-        image.save(buf, format="PNG", compress_level=1)  # as streams/media/raster.py
-    else:
-        image.save(buf, format="JPEG", quality=quality)
-    return buf.getvalue()
-
-
-def _sync(device: DeviceChoice) -> None:
-    if device.is_cuda:
-        torch.cuda.synchronize(device.device)
-
-
-def _timed(device: DeviceChoice, fn: Callable[[], object]) -> float:
-    _sync(device)
-    started = time.perf_counter()
-    fn()
-    _sync(device)
-    return time.perf_counter() - started
-
-
-def _chunks(items: Sequence[bytes], size: int) -> list[Sequence[bytes]]:
-    return [items[i : i + size] for i in range(0, len(items), size)]
-
-
-class Paths:
-    """The old and the new way from page bytes to the models' answers, timed in parts."""
-
-    def __init__(self, clf: Classifier, tiles: TextTiles) -> None:
-        self.clf, self.tiles, self.device = clf, tiles, clf.device
-
-    def old(self, blobs: Sequence[bytes], batch: int) -> tuple[float, float, Answers]:
-        """(seconds making inputs, seconds end to end, answers)."""
-        inputs_s = models_s = 0.0
-        readings: list[PageReading] = []
-        turns: list[OrientationResult] = []
-        for chunk in _chunks(blobs, batch):
-            started = time.perf_counter()
-            images = [decode_image(b, max_pixels=MAX_PIXELS) for b in chunk]
-            for image in images:  # what the node's fetch threads do
-                self.clf.prepare(image)
-                self.tiles.prepare(image)
-            inputs_s += time.perf_counter() - started
-            t = time.perf_counter()
-            readings += self.clf.read(images, batch_size=len(images))
-            turns += self.tiles.detect(images)
-            _sync(self.device)
-            models_s += time.perf_counter() - t
-        return inputs_s, inputs_s + models_s, (readings, turns)
-
-    def new(self, blobs: Sequence[bytes], batch: int) -> tuple[float, float, Answers]:
-        inputs_s = models_s = 0.0
-        readings: list[PageReading] = []
-        turns: list[OrientationResult] = []
-        for chunk in _chunks(blobs, batch):
-            started = time.perf_counter()
-            decoded = pages_on_device(chunk, self.device.device, max_pixels=MAX_PIXELS)
-            pages = [p for p in decoded if not isinstance(p, ImageDecodeError)]
-            if len(pages) != len(decoded):
-                raise RuntimeError("a synthetic page failed to decode")
-            inputs = self.clf.make_inputs(pages)
-            tiles, counts = self.tiles.make_tiles(pages)
-            _sync(self.device)
-            inputs_s += time.perf_counter() - started
-            t = time.perf_counter()
-            readings += self.clf.read_batch(inputs)
-            turns += self.tiles.detect_batch(tiles, counts)
-            _sync(self.device)
-            models_s += time.perf_counter() - t
-        return inputs_s, inputs_s + models_s, (readings, turns)
-
-
-def agreement(old: Answers, new: Answers) -> Agreement:
-    (r_old, o_old), (r_new, o_new) = old, new
-    types = [(a.classification, b.classification) for a, b in zip(r_old, r_new, strict=True)]
-    return Agreement(
-        pages=len(r_old),
-        same_type=sum(1 for a, b in types if a and b and a.document_type == b.document_type),
-        same_rotation=sum(
-            1 for a, b in zip(o_old, o_new, strict=True) if a.rotation_degrees == b.rotation_degrees
-        ),
-        max_type_confidence_diff=max(
-            (abs(a.confidence - b.confidence) for a, b in types if a and b), default=0.0
-        ),
-        max_rotation_confidence_diff=max(
-            (abs(a.confidence - b.confidence) for a, b in zip(o_old, o_new, strict=True)),
-            default=0.0,
-        ),
-    )
-
-
-def models_alone(
-    clf: Classifier, tiles: TextTiles, blobs: Sequence[bytes], batches: Sequence[int], repeats: int
-) -> dict[str, float]:
-    """pages/s of each model's forward pass on inputs already on the device."""
-    device = clf.device
-    decoded = pages_on_device(blobs, device.device, max_pixels=MAX_PIXELS)
-    pages = [p for p in decoded if isinstance(p, torch.Tensor)]
-    inputs = clf.make_inputs(pages).to(device.dtype)
-    all_tiles, counts = tiles.make_tiles(pages)
-    all_tiles = all_tiles.to(device.dtype)
-    starts = torch.cumsum(counts, 0) - counts
-    rates: dict[str, float] = {}
-    with torch.inference_mode():
-        for b in batches:
-            # b pages, the probe's pages repeated where it has fewer.
-            idx = torch.arange(b, device=device.device) % len(pages)
-            batch = inputs[idx]
-            chosen = torch.cat([all_tiles[int(starts[i]) : int(starts[i] + counts[i])]
-                                for i in idx.tolist()])  # fmt: skip
-            clf.model(batch)  # first call of this shape: out of the timing
-            tiles.model(chosen)
-            page_s = [_timed(device, partial(clf.model, batch)) for _ in range(repeats)]
-            tile_s = [_timed(device, partial(tiles.model, chosen)) for _ in range(repeats)]
-            rates[f"page model b{b}"] = b / statistics.median(page_s)
-            rates[f"orientation model b{b}"] = b / statistics.median(tile_s)
-            rates[f"models b{b}"] = b / (statistics.median(page_s) + statistics.median(tile_s))
-    return rates
+def _median_parts(runs: Sequence[Parts]) -> Parts:
+    return {part: statistics.median(r[part] for r in runs) for part in runs[0]}
 
 
 def run(
@@ -211,6 +85,10 @@ def run(
     batches: Sequence[int],
     repeats: int,
     jpeg_quality: int,
+    formats: Sequence[str] = FORMATS,
+    fetch_threads: int = 4,
+    cpu_reference: bool = False,
+    profile: Path | None = None,
     settings: ModelSettings | None = None,
 ) -> Probe:
     choice = select_device(device)
@@ -218,48 +96,89 @@ def run(
     clf = Classifier.load(settings.classifier_checkpoint, choice)
     tiles = TextTiles.load(settings.orientation_checkpoint, choice)
     docs = [d.image for d in generate(2024, pages)]
-    probe = Probe(str(choice.device), pages, sorted(set(batches)), repeats)
+    probe = Probe(str(choice.device), pages, sorted(set(batches)), repeats, fetch_threads)
     top = probe.batches[-1]
-    paths = Paths(clf, tiles)
+    pool = ThreadPoolExecutor(fetch_threads, "probe-fetch")
+    paths = Paths(clf, tiles, pool)
+    cpu = _cpu_paths(settings, pool) if cpu_reference else None
     blobs_png = [encode(im, "png", jpeg_quality) for im in docs]
     probe.rates.update(models_alone(clf, tiles, blobs_png, probe.batches, repeats))
-    for fmt in FORMATS:
+    rate, ratios = probe.rates, probe.ratios
+    for fmt in formats:
         blobs = blobs_png if fmt == "png" else [encode(im, fmt, jpeg_quality) for im in docs]
         probe.bytes_per_page[fmt] = sum(map(len, blobs)) / len(blobs)
-        paths.old(blobs[:2], top)  # first calls: out of the timings
-        paths.new(blobs[:2], top)
-        runs: dict[str, list[tuple[float, float]]] = {"old": [], "new": []}
+        for b in probe.batches:  # first calls of each shape: out of the timings
+            paths.new(blobs[:b], b)
+        paths.old(blobs[:2], top)
+        runs: dict[str, list[Parts]] = {"old": [], "new": []}
         answers: dict[str, Answers] = {}
         for _ in range(repeats):
             for name, path in (("old", paths.old), ("new", paths.new)):
-                inputs_s, total_s, answers[name] = path(blobs, top)
-                runs[name].append((inputs_s, total_s))
+                parts, answers[name] = path(blobs, top)
+                runs[name].append(parts)
         for name in ("old", "new"):
-            probe.rates[f"{name} inputs {fmt}"] = pages / statistics.median(
-                r[0] for r in runs[name]
-            )
-            probe.rates[f"{name} end to end {fmt}"] = pages / statistics.median(
-                r[1] for r in runs[name]
-            )
-        probe.agreement[fmt] = agreement(answers["old"], answers["new"])
-        rate = probe.rates
-        probe.ratios[f"new / old, inputs, {fmt}"] = (
-            rate[f"new inputs {fmt}"] / rate[f"old inputs {fmt}"]
-        )
-        probe.ratios[f"new / old, end to end, {fmt}"] = (
-            rate[f"new end to end {fmt}"] / rate[f"old end to end {fmt}"]
-        )
-        for name in ("old", "new"):
-            probe.ratios[f"{name} end to end / models alone b{top}, {fmt}"] = (
+            parts = _median_parts(runs[name])
+            total = sum(parts.values())
+            probe.parts[f"{name} {fmt} b{top}"] = {k: 1000 * v / pages for k, v in parts.items()}
+            rate[f"{name} inputs {fmt}"] = pages / (total - parts["models"])
+            rate[f"{name} end to end {fmt}"] = pages / total
+            ratios[f"{name} end to end / models alone b{top}, {fmt}"] = (
                 rate[f"{name} end to end {fmt}"] / rate[f"models b{top}"]
             )
+        for b in probe.batches[:-1]:  # the new path at the smaller batches too
+            seconds = statistics.median(
+                sum(paths.new(blobs, b)[0].values()) for _ in range(repeats)
+            )
+            rate[f"new end to end {fmt} b{b}"] = pages / seconds
+            ratios[f"new end to end / models alone b{b}, {fmt}"] = (
+                rate[f"new end to end {fmt} b{b}"] / rate[f"models b{b}"]
+            )
+        probe.agreement[fmt] = agreement(answers["old"], answers["new"])
+        for part in ("inputs", "end to end"):
+            ratios[f"new / old, {part}, {fmt}"] = (
+                rate[f"new {part} {fmt}"] / rate[f"old {part} {fmt}"]
+            )
+        if cpu is not None:  # the device's answers against the CPU's first path; speed
+            cpu_parts, cpu_answers = cpu.old(blobs, top)
+            rate[f"cpu old end to end {fmt}"] = pages / sum(cpu_parts.values())
+            rate[f"cpu new end to end {fmt}"] = pages / sum(cpu.new(blobs, top)[0].values())
+            best = max(rate[f"cpu old end to end {fmt}"], rate[f"cpu new end to end {fmt}"])
+            ratios[f"{choice.device.type} / cpu, end to end, {fmt}"] = (
+                rate[f"new end to end {fmt}"] / best
+            )
+            probe.agreement[f"{fmt}, against the cpu's old path"] = agreement(
+                cpu_answers, answers["new"]
+            )
+    if profile is not None:
+        _profile(paths, blobs, top, profile)
+    pool.shutdown()
     return probe
+
+
+def _cpu_paths(settings: ModelSettings, pool: ThreadPoolExecutor) -> Paths:
+    cpu = select_device("cpu")
+    return Paths(Classifier.load(settings.classifier_checkpoint, cpu),
+                 TextTiles.load(settings.orientation_checkpoint, cpu), pool)  # fmt: skip
+
+
+def _profile(paths: Paths, blobs: Sequence[bytes], batch: int, out: Path) -> None:
+    """torch.profiler's tables of one pass of the new path (the last format's pages)."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if paths.device.is_cuda:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as prof:
+        paths.new(blobs, batch)
+    averages = prof.key_averages()
+    keys = ["self_cpu_time_total"] + (["self_cuda_time_total"] if paths.device.is_cuda else [])
+    tables = [f"sorted by {k}\n" + averages.table(sort_by=k, row_limit=40) for k in keys]
+    out.write_text("\n\n".join(tables))
 
 
 def render(probe: Probe, out: Console) -> None:
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     out.print(f"bench.gpu_probe on {probe.device} ({platform.node()}), {probe.pages} pages, "
-              f"median of {probe.repeats}, {stamp}")  # fmt: skip
+              f"{probe.fetch_threads} fetch threads, median of {probe.repeats}, "
+              f"{stamp}")  # fmt: skip
     table = Table("what", "pages/s")
     for name, rate in probe.rates.items():
         table.add_row(name, f"{rate:,.1f}")
@@ -268,14 +187,19 @@ def render(probe: Probe, out: Console) -> None:
     for name, value in probe.ratios.items():
         ratios.add_row(name, f"{value:.2f}")
     out.print(ratios)
-    agree = Table(
-        "format", "bytes/page", "same type", "same rotation", "max conf diff (type / rot)"
-    )
-    for fmt, a in probe.agreement.items():
+    parts = Table("path, format, batch", "ms per page, by part")
+    for name, by_part in probe.parts.items():
+        parts.add_row(name, ", ".join(f"{k} {v:.3f}" for k, v in by_part.items()))
+    out.print(parts)
+    agree = Table("the new path's answers", "same type", "same rotation",
+                  "max conf diff (type / rot)")  # fmt: skip
+    for name, a in probe.agreement.items():
         diffs = f"{a.max_type_confidence_diff:.4f} / {a.max_rotation_confidence_diff:.4f}"
-        agree.add_row(fmt, f"{probe.bytes_per_page[fmt]:,.0f}", f"{a.same_type}/{a.pages}",
-                      f"{a.same_rotation}/{a.pages}", diffs)  # fmt: skip
+        against = name if "cpu" in name else f"{name}, against the old path"
+        agree.add_row(against, f"{a.same_type}/{a.pages}", f"{a.same_rotation}/{a.pages}", diffs)
     out.print(agree)
+    sizes = ", ".join(f"{fmt} {size:,.0f}" for fmt, size in probe.bytes_per_page.items())
+    out.print(f"bytes per page: {sizes}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -289,16 +213,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--jpeg-quality", type=int, default=92)
+    parser.add_argument("--formats", nargs="+", choices=FORMATS, default=list(FORMATS))
     parser.add_argument("--threads", type=int, default=None, help="torch's CPU threads")
+    parser.add_argument(
+        "--fetch-threads",
+        type=int,
+        default=NodeSettings().fetch_threads,
+        help="the pool that reads pages as the node's fetch threads do",
+    )
+    parser.add_argument(
+        "--cpu-reference",
+        action="store_true",
+        help="the CPU's answers and speed beside the device's (on a GPU)",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="write torch.profiler's tables of one pass of the new path here",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args(argv)
-    if args.pages < 1 or args.repeats < 1 or min(args.batch) < 1:
-        parser.error("--pages, --repeats and --batch must be positive")
+    if min(args.pages, args.repeats, args.fetch_threads, *args.batch) < 1:
+        parser.error("--pages, --repeats, --batch and --fetch-threads must be positive")
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
         probe = run(device=args.device, pages=args.pages, batches=args.batch,
-                    repeats=args.repeats, jpeg_quality=args.jpeg_quality)  # fmt: skip
+                    repeats=args.repeats, jpeg_quality=args.jpeg_quality, formats=args.formats,
+                    fetch_threads=args.fetch_threads, cpu_reference=args.cpu_reference,
+                    profile=args.profile)  # fmt: skip
     except RuntimeError as exc:  # e.g. --device cuda without CUDA: one line, not a trace
         print(f"gpu_probe: {exc}", file=sys.stderr)
         return 2

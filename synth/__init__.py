@@ -3,6 +3,9 @@
 Used by tests, the demo, benchmarks, and to train/evaluate the page classifier
 and OCR field extraction. Same seed and arguments -> identical images and bytes
 (on the same Pillow/libjpeg/FreeType build).
+
+PDFs come from `synth.pdf`, imported by name: PyMuPDF is loaded only where PDFs are
+made (bench.gpu_probe draws its pages on GPU machines that do not have it).
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from synth.doctypes import (
     upright_size,
 )
 from synth.fields import FIELD_NAMES, Person, random_person
-from synth.pdf import generate_pdf, images_to_pdf, write_pdf
 from synth.render import render_document
 
 __all__ = [
@@ -38,8 +40,6 @@ __all__ = [
     "doc_rng",
     "format_cpf",
     "generate",
-    "generate_pdf",
-    "images_to_pdf",
     "is_valid_cpf",
     "random_cpf",
     "random_person",
@@ -47,5 +47,4 @@ __all__ = [
     "rotated_size",
     "upright_size",
     "write_dataset",
-    "write_pdf",
 ]

@@ -24,7 +24,6 @@ from typing import Any
 from schemas import DocumentType
 from synth.degrade import save_jpeg
 from synth.doctypes import DEFAULT_WIDTH, DOC_TYPES, ROTATIONS, SyntheticDoc
-from synth.pdf import generate_pdf
 from synth.render import render_document
 
 __all__ = ["DatasetSummary", "SyntheticDoc", "doc_rng", "generate", "write_dataset"]
@@ -133,6 +132,9 @@ def write_dataset(
         per_class[doc.doc_type.value] += 1
         if on_progress is not None:
             on_progress(i + 1, n + n_pdfs)
+    if n_pdfs:
+        # PyMuPDF only for PDFs: bench.gpu_probe draws images on GPU machines without it.
+        from synth.pdf import generate_pdf
     for k in range(n_pdfs):
         rel = f"pdfs/{k:04d}.pdf"
         data, pages = generate_pdf(

@@ -26,7 +26,8 @@ def _probe(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.models
 def test_the_probe_times_every_path_and_the_answers_agree(tmp_path: Path) -> None:
     out = tmp_path / "probe.json"
-    run = _probe("--device", "cpu", "--pages", "8", "--batch", "1", "8", "--json", str(out))
+    run = _probe("--device", "cpu", "--pages", "8", "--batch", "1", "8", "--json", str(out),
+                 "--cpu-reference")  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
     probe = json.loads(out.read_text())
     rows = {f"{m} model b{b}" for m in ("page", "orientation") for b in (1, 8)} | {
@@ -40,14 +41,19 @@ def test_the_probe_times_every_path_and_the_answers_agree(tmp_path: Path) -> Non
     assert {"new / old, end to end, png", "new end to end / models alone b8, jpeg"} <= set(
         probe["ratios"]
     )
-    for fmt in ("png", "jpeg"):
+    for fmt in ("png", "jpeg", "png, against the cpu's old path"):
         agreed = probe["agreement"][fmt]
         assert agreed["pages"] == 8
         assert agreed["same_type"] == agreed["same_rotation"] == 8
         assert agreed["max_type_confidence_diff"] <= 0.02
         assert agreed["max_rotation_confidence_diff"] <= 0.02
-        assert probe["bytes_per_page"][fmt] > 0
-    for name in ("page model b8", "new end to end jpeg", "same type"):
+    assert all(probe["bytes_per_page"][fmt] > 0 for fmt in ("png", "jpeg"))
+    assert set(probe["parts"]) == {
+        f"{p} {fmt} b8" for p in ("old", "new") for fmt in ("png", "jpeg")
+    }
+    assert set(probe["parts"]["new jpeg b8"]) == {"fetch", "decode", "inputs", "models"}
+    assert "new end to end png b1" in probe["rates"]  # the new path at each batch
+    for name in ("page model b8", "new end to end jpeg", "same type", "ms per page"):
         assert name in run.stdout  # the printed tables
 
 

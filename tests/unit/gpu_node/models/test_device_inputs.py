@@ -9,6 +9,8 @@ import io
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
 from gpu_node.models import device_inputs as di
@@ -174,13 +176,49 @@ def test_other_formats_are_decoded_by_pil(pages: list[np.ndarray]) -> None:
                               decode_image(buf.getvalue(), max_pixels=MAX))  # fmt: skip
 
 
-def test_percentiles_are_numpys() -> None:
+@pytest.mark.parametrize("size", [1, 2, 1001])
+def test_percentiles_are_numpys(size: int) -> None:
     rng = np.random.default_rng(5)
-    values = rng.integers(0, 256, size=(6, 1001), dtype=np.uint8)
+    values = rng.integers(0, 256, size=(6, size), dtype=np.uint8)
     values[2] = 7  # one level only
+    values[3, : size // 2] = 255  # half of it paper
     got = di._percentiles(torch.from_numpy(values), (0.05, 0.5, 0.9, 0.99)).numpy()
     want = np.stack([np.percentile(values, q, axis=1) for q in (5, 50, 90, 99)], axis=1)
     assert np.allclose(got, want, rtol=0, atol=1e-9)
+    # The ranks a GPU selects (kthvalue) are the ones the CPU's histogram gives.
+    pos = torch.tensor([q * (size - 1) for q in (0.05, 0.5, 0.9, 0.99)], dtype=torch.float64)
+    first = torch.floor(pos).long()
+    second = torch.clamp(first + 1, max=size - 1)
+    by_histogram = di._ranked_by_histogram(torch.from_numpy(values), first, second)
+    by_selection = di._ranked_by_selection(torch.from_numpy(values), first, second)
+    for h, s in zip(by_histogram, by_selection, strict=True):
+        assert torch.equal(h, s)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.integers(1, 4),
+    size=st.integers(1, 300),
+    levels=st.integers(1, 256),
+    paper=st.floats(0, 1),
+    qs=st.lists(st.floats(0, 1), min_size=1, max_size=4),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_selected_ranks_are_the_histograms(
+    rows: int, size: int, levels: int, paper: float, qs: list[float], seed: int
+) -> None:
+    """What a GPU selects is what the CPU's histogram reads, on rows of few levels, of
+    much paper, of one value: the second rank's shortcut included."""
+    values = np.random.default_rng(seed).integers(0, levels, size=(rows, size), dtype=np.uint8)
+    values[:, : int(size * paper)] = 255
+    pos = torch.tensor([q * (size - 1) for q in qs], dtype=torch.float64)
+    first = torch.floor(pos).long()
+    second = torch.clamp(first + 1, max=size - 1)
+    x = torch.from_numpy(values)
+    by_histogram = di._ranked_by_histogram(x, first, second)
+    by_selection = di._ranked_by_selection(x, first, second)
+    for h, s in zip(by_histogram, by_selection, strict=True):
+        assert torch.equal(h, s)
 
 
 @pytest.mark.parametrize("floats", [False, True])  # True: CUDA's arithmetic, on the CPU
