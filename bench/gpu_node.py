@@ -57,8 +57,8 @@ from rich.table import Table
 
 from bench.cluster import cluster
 from bench.gpu_direct import DEVICE_STAGES, Direct, direct, direct_pipelined
-from bench.gpu_probe import encode as encode_page
-from bench.gpu_probe import models_alone
+from bench.gpu_paths import encode as encode_page
+from bench.gpu_paths import models_alone
 from gpu_node.extraction.engines import Engines
 from gpu_node.models.registry import ModelRegistry
 from gpu_node.node.main import build_node

@@ -47,6 +47,7 @@ from gpu_node.node.fair import FairQueue
 from gpu_node.node.http import Health, start_http
 from gpu_node.node.inputs import PageInputs
 from gpu_node.node.intake import Intake
+from gpu_node.node.layout_workers import LayoutWorkers, Unlaid
 from gpu_node.node.memory import MemoryRelease
 from gpu_node.node.metrics import NodeMetrics
 from gpu_node.node.ordering import OffsetOrder, TopicPartitionKey
@@ -71,6 +72,8 @@ _BUSY_POLL_S = 0.005
 _IDLE_POLL_S = 1.0
 # Synchronous-stage batches consumed ahead of the model: one computing, one fetching.
 _QUEUED_BATCHES = 2
+# Layout processes of a node whose models run on a GPU (PAGESTREAM_NODE__LAYOUT_WORKERS).
+_GPU_LAYOUT_WORKERS = 2
 __all__ = ["FatalNodeError", "GpuNode"]
 
 
@@ -121,7 +124,18 @@ class GpuNode:
         self.waiting = FairQueue(settings.read_ahead, settings.read_ahead_bytes)
         self.metrics.read_ahead.set_function(lambda: float(len(self.waiting)))
         self.metrics.read_ahead_tenants.set_function(lambda: float(self.waiting.tenants))
-        self._stages = SyncStages(models, self.metrics, self.inputs, settings.batch_memory_bytes)
+        layout_workers = settings.layout_workers
+        if layout_workers is None:
+            layout_workers = _GPU_LAYOUT_WORKERS if models.device.is_cuda else 0
+        self._stages = SyncStages(models, self.metrics, self.inputs, settings.batch_memory_bytes,
+                                  defer_layout=layout_workers > 0)  # fmt: skip
+        fallbacks = self.metrics.layout_fallbacks
+        self.layout = LayoutWorkers(
+            layout_workers,
+            settings.layout_timeout_s,
+            on_fallback=lambda reason: fallbacks.labels(reason).inc(),
+        )
+        self.metrics.layout_backlog.set_function(lambda: float(self.layout.pending))
         self.outcomes = Outcomes(
             settings,
             self.order,
@@ -228,9 +242,12 @@ class GpuNode:
 
     def _drain(self, grace_s: float) -> None:
         deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and (self.computing or self.scheduler.busy):
+        while time.monotonic() < deadline and (
+            self.computing or self.scheduler.busy or self.layout.pending
+        ):
             if self.computing:
-                self.outcomes.apply(self.computing.popleft().result())
+                self._apply(self.computing.popleft().result())
+            self.outcomes.apply(list(self.layout.collect(wait_s=0.1)))
             self.scheduler.collect(wait_s=0.1)
         self._commit_ready()
         log.info("GPU node stopped; %d uncommitted tasks will be redone", self.order.pending())
@@ -248,6 +265,7 @@ class GpuNode:
                 log.exception("GPU node: error while closing %s", what)
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._compute.shutdown(wait=True)
+        self.layout.close()
         self._bg.stop()
 
     # ---- one iteration ---------------------------------------------------
@@ -259,7 +277,7 @@ class GpuNode:
         # and this thread polls, commits what is finished and feeds the engines.
         if len(self.computing) < _QUEUED_BATCHES:
             max_wait_s = min(self.settings.max_wait_ms / 1000, _IDLE_POLL_S)
-            if self.computing:
+            if self.computing or self.layout.pending:
                 wait_s = min(max_wait_s, _BUSY_POLL_S)  # the model is busy anyway
             elif self.scheduler.ready():
                 wait_s = 0.0
@@ -270,7 +288,10 @@ class GpuNode:
             if self.order.has_ready():  # not past the moment it is due to commit
                 wait_s = min(wait_s, max(0.0, self._transactions.due_in()))
             self.intake.read(wait_s)
-            self._next_batch()
+            # A long layout queue takes no new batch until it shrinks (layout_workers.py);
+            # the poll goes on, into the read-ahead, to stay in the group.
+            if not self.layout.full:
+                self._next_batch()
         self.partitions.resume_due_retries()
         self.scheduler.collect()
         self.scheduler.submit()
@@ -281,14 +302,29 @@ class GpuNode:
             self.intake.hold(self.computing)
         applied = False
         while self.computing and self.computing[0].done():
-            self.outcomes.apply(self.computing.popleft().result())
+            self._apply(self.computing.popleft().result())
+            applied = True
+        laid = self.layout.collect()
+        if laid:
+            self.outcomes.apply(list(laid))
             applied = True
         if applied:
             # Now, not after the next poll: an idle node's poll waits up to max_wait_ms.
             self._commit_ready(when_due=True)
             self._memory.worked()
-        elif not self.computing and not self.scheduler.busy:
+        elif not self.computing and not self.scheduler.busy and not self.layout.pending:
             self._memory.idle()
+
+    def _apply(self, outcomes: list[StageOutcome]) -> None:
+        """A batch's outcomes; its OCR pages still to be laid out go to the layout
+        processes, and come back through `layout.collect()`."""
+        now: list[StageOutcome] = []
+        for task, outcome in outcomes:
+            if isinstance(outcome, Unlaid):
+                self.layout.submit(task, outcome)
+            else:
+                now.append((task, outcome))
+        self.outcomes.apply(now)
 
     def _admit(self, messages: Sequence[Message]) -> None:
         for msg in messages:

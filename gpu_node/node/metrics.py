@@ -114,6 +114,18 @@ class NodeMetrics:
             ["model", "device"],
             registry=registry,
         )
+        self.layout_backlog = Gauge(
+            "pagestream_gpu_layout_backlog_pages",
+            "OCR pages handed to the layout processes and not yet laid out.",
+            registry=registry,
+        )
+        self.layout_fallbacks = Counter(
+            "pagestream_gpu_layout_fallbacks_total",
+            "OCR pages that kept their plain text because their layout process died "
+            "(died), ran past PAGESTREAM_NODE__LAYOUT_TIMEOUT_S (timeout) or raised (error).",
+            ["reason"],
+            registry=registry,
+        )
         self.world_retries = Counter(
             "pagestream_gpu_partition_retries_total",
             "Partitions rewound and paused because the blob store was unavailable.",

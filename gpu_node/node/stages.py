@@ -20,12 +20,14 @@ What goes wrong, and what happens then:
   page of the batch is retried alone, so one bad page cannot fail the others; a page
   that fails alone carries the exception.
 - the layout model fails on an OCR page: the page keeps its plain text as its
-  Markdown, with a warning naming the exception's type.
+  Markdown, with a warning naming the exception's type (layout.py; in a layout process,
+  layout_workers.py says what else can happen there).
 
 OCR pages are read by the engine their document names (`Options.ocr_engine`): a batch
 makes one model call per engine. Under `layout=model` (the default) a page's lines are
 then laid out as Markdown (reading/layout.py, under reading/policy.py's budget and
-fallbacks), page by page, on this thread.
+fallbacks): by the node's layout processes (`PAGESTREAM_NODE__LAYOUT_WORKERS`), to which
+this stage hands each page as `Unlaid`, or, with none, page by page on this thread.
 """
 
 from __future__ import annotations
@@ -45,12 +47,11 @@ from gpu_node.models.orientation import PageOrienter
 from gpu_node.models.rapid_ocr import RapidOcrEngine
 from gpu_node.models.registry import ModelRegistry
 from gpu_node.node.inputs import PageImage, PageInputs, host_image
+from gpu_node.node.layout import laid_out, wants_layout
+from gpu_node.node.layout_workers import Unlaid
 from gpu_node.node.metrics import NodeMetrics
 from gpu_node.node.tasks import Task
-from reading.layout import PageReading, read_lines
-from reading.policy import with_layout
-from schemas import Layout, OcrEngineName, OcrResult, OrientationResult, PageState, Stage
-from schemas.document_json import PageLayout
+from schemas import OcrEngineName, OrientationResult, Stage
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +80,11 @@ class SyncStages:
         metrics: NodeMetrics,
         inputs: PageInputs,
         memory_bytes: int | None = None,
+        *,
+        defer_layout: bool = False,
     ) -> None:
         self._models = models
+        self._defer_layout = defer_layout
         self._metrics = metrics
         self._inputs = inputs
         self._memory_bytes = memory_bytes
@@ -152,7 +156,11 @@ class SyncStages:
         # The tasks of one call share their engine (`model_calls`).
         results = self._ocr_engine(tasks[0].page.options.ocr_engine).read(images)
         pages = zip(tasks, images, results, strict=True)
-        return [laid_out(result, image, task.page) for task, image, result in pages]
+        if self._defer_layout:  # the layout processes lay them out (layout_workers.py)
+            return [Unlaid(result, image.shape[1], image.shape[0]) if wants_layout(task.page)
+                    else result for task, image, result in pages]  # fmt: skip
+        return [laid_out(result, image.shape[1], image.shape[0], task.page)
+                for task, image, result in pages]  # fmt: skip
 
     def _ocr_engine(self, name: OcrEngineName) -> OcrEngine | RapidOcrEngine:
         return self._models.ocr if name is OcrEngineName.easyocr else self._models.rapid_ocr
@@ -238,30 +246,3 @@ def model_calls(stage: Stage, tasks: list[Task]) -> list[list[Task]]:
     for task in tasks:
         by_engine.setdefault(task.page.options.ocr_engine, []).append(task)
     return list(by_engine.values())
-
-
-def laid_out(result: OcrResult, image: RGBArray, page: PageState) -> OcrResult:
-    """`result` with its Markdown under `layout=model`: the layout model's, or the plain
-    text with a warning when the policy falls back (reading/policy.py). Under
-    `layout=fast` the Markdown stays None (deliver uses the text)."""
-    if page.options.layout is not Layout.model:
-        return result
-    height, width = image.shape[:2]
-
-    read: list[PageReading] = []
-
-    def model() -> str:
-        read.append(read_lines(width, height, result.boxes, keep_headers=page.options.keep_headers))
-        return read[0].markdown
-
-    name = f"ocr: doc {page.doc_id} page {page.page_no}"
-    laid = with_layout(result.text, len(result.boxes), model, page=name)
-    # The document JSON's page: the model's blocks where its Markdown is the page's, none
-    # (a text block per line) where the page fell back to its lines.
-    blocks = read[0].blocks if read and laid.markdown is read[0].markdown else []
-    rotation = page.orientation.rotation_degrees if page.orientation is not None else 0
-    layout = PageLayout(width=width, height=height, rotation=rotation, blocks=blocks)
-    update: dict[str, Any] = {"markdown": laid.markdown, "layout": layout}
-    if laid.warning is not None:
-        update["warnings"] = [*result.warnings, laid.warning]
-    return result.model_copy(update=update)

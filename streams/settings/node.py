@@ -169,6 +169,14 @@ class NodeSettings(BaseModel):
     commit_interval_ms: int = Field(default=100, ge=0)
     max_inflight_extractions: int = Field(default=32, ge=1)
     fetch_threads: int = Field(default=4, ge=1)  # image fetch + decode pool
+    # Processes that lay out OCR pages as Markdown beside the models (0.1-0.4 s of a core
+    # a page; gpu_node/node/layout_workers.py), started on the first OCR page. 0: on the
+    # compute thread, where every model batch waits for them. None: 2 when the models run
+    # on a GPU, 0 on the CPU, where the recognition is most of a page and the processes
+    # took its cores (docs/benchmarks.md). A page past the timeout keeps its plain
+    # text, with a warning.
+    layout_workers: int | None = Field(default=None, ge=0)
+    layout_timeout_s: float = Field(default=60.0, gt=0)
     # The most bytes of decoded pages one model call may take; a larger batch is run in
     # halves, as a CUDA out-of-memory error makes it. None: the device's memory decides.
     batch_memory_bytes: int | None = Field(default=None, gt=0)

@@ -17,9 +17,11 @@ from bench.hostile_records import plain_page
 from gpu_node.models.images import RGBArray
 from gpu_node.models.registry import ModelRegistry
 from gpu_node.node.inputs import PageImage, PageInputs
+from gpu_node.node.layout import laid_out
+from gpu_node.node.layout_workers import Unlaid
 from gpu_node.node.metrics import NodeMetrics
 from gpu_node.node.ordering import Slot
-from gpu_node.node.stages import SyncStages, laid_out, model_calls
+from gpu_node.node.stages import SyncStages, model_calls
 from gpu_node.node.tasks import Task
 from reading.policy import MAX_LINES
 from schemas import Layout, OcrEngineName, Options, PageState, Stage
@@ -92,6 +94,13 @@ def test_an_ocr_batch_is_read_by_the_engine_each_document_names(
                                               {"stage": "ocr"})  # fmt: skip
     assert (calls, pages) == (2, 3)
     assert {t.batch_size for t in tasks} == {1, 2}
+    # With layout processes the compute thread only reads: the pages under layout=model
+    # come back to be laid out, their size with them; layout=fast is done.
+    deferred = dict(SyncStages(models, metrics, inputs, defer_layout=True).run(tasks))
+    unlaid = [deferred[t] for t in tasks[:2]]
+    size = (image.shape[1], image.shape[0])
+    assert all(isinstance(u, Unlaid) and (u.width, u.height) == size for u in unlaid)
+    assert isinstance(deferred[tasks[2]], OcrResult)
 
 
 def _box(text: str, x0: int, y0: int, x1: int, y1: int) -> OcrBox:
@@ -110,10 +119,9 @@ def test_a_page_the_layout_model_fails_on_keeps_its_plain_text(
     lines = [_box("A heading line", 100, 100, 600, 140), _box(secret, 100, 200, 10**400, 240)]
     result = OcrResult(text=f"A heading line\n{secret}", confidence=0.9, boxes=lines,
                        source="rapidocr")  # fmt: skip
-    image = np.zeros((1000, 800, 3), np.uint8)
 
     with caplog.at_level(logging.WARNING):
-        laid = laid_out(result, image, _page())
+        laid = laid_out(result, 800, 1000, _page())
 
     assert laid.markdown == result.text
     assert laid.warnings == ["the layout model failed (OverflowError); plain text instead"]
@@ -128,7 +136,7 @@ def test_a_page_past_the_layout_budget_keeps_its_plain_text() -> None:
              for i in range(MAX_LINES + 1)]  # fmt: skip
     result = OcrResult(text="\n".join(b.text for b in lines), confidence=0.9, boxes=lines)
 
-    laid = laid_out(result, np.zeros((1000, 800, 3), np.uint8), _page())
+    laid = laid_out(result, 800, 1000, _page())
 
     assert laid.markdown == result.text
     budget = f"{len(lines)} lines, past the layout budget of {MAX_LINES}"
@@ -143,10 +151,9 @@ def test_running_heads_are_dropped_or_kept_as_comments_as_the_page_asks() -> Non
     lines = [_box("Journal of Streaming Documents", 100, 40, 500, 58), *body,
              _box("17", 440, 960, 460, 978)]  # fmt: skip
     result = OcrResult(text="", confidence=0.9, boxes=lines)
-    image = np.zeros((1000, 800, 3), np.uint8)
 
-    dropped = laid_out(result, image, _page()).markdown or ""
-    kept = laid_out(result, image, _page(keep_headers=True)).markdown or ""
+    dropped = laid_out(result, 800, 1000, _page()).markdown or ""
+    kept = laid_out(result, 800, 1000, _page(keep_headers=True)).markdown or ""
 
     assert "Body line 0" in dropped and "Journal" not in dropped
     assert kept.startswith("<!-- page-header: Journal of Streaming Documents -->")

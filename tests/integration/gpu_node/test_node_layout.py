@@ -1,0 +1,63 @@
+"""OCR pages laid out by the node's layout processes, through the real broker: a page
+whose layout runs past PAGESTREAM_NODE__LAYOUT_TIMEOUT_S keeps its plain text with a
+warning, its fact is written and its offset committed, and the node reads on; with the
+processes (the default) and without (0: on the compute thread), the same Markdown."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from schemas import DocumentType, Operation, PageState, Stage, decode
+from synth.dataset import generate
+from tests.support.pages import produce_pages, read_committed, stage_topics
+
+pytestmark = pytest.mark.kafka
+
+
+def _ocr_pages(make_page, doc_id: str, n: int = 1):  # type: ignore[no-untyped-def]
+    docs = list(generate(31, n, doc_types=[DocumentType.letter], rotations=[0], width=960))
+    pages = [make_page(d.image, doc_id=f"{doc_id}-{i}", operation=Operation.ocr)
+             for i, d in enumerate(docs)]  # fmt: skip
+    return pages, [d.fields["cpf"] for d in docs]
+
+
+def test_a_page_past_the_layout_limit_keeps_its_text_and_the_node_goes_on(
+    settings, topology, node_factory, make_page
+):
+    work, facts = stage_topics(topology)[Stage.ocr]
+    pages, _ = _ocr_pages(make_page, "slow", 2)
+    with node_factory(layout_workers=1, layout_timeout_s=0.01) as node:
+        produce_pages(settings, work, pages)
+        got = [decode(PageState, m.value()) for m in read_committed(settings, [facts], expect=2,
+                                                                    timeout_s=240)]  # fmt: skip
+        metrics = httpx.get(f"http://127.0.0.1:{node.http_port}/metrics").text
+    assert {p.doc_id for p in got} == {"slow-0", "slow-1"}
+    for page in got:
+        assert page.ocr is not None and page.ocr.text.strip()
+        assert page.ocr.markdown == page.ocr.text  # its lines, not a layout
+        assert page.ocr.warnings == [
+            "the layout ran past its 0.01 s limit (PAGESTREAM_NODE__LAYOUT_TIMEOUT_S) and was "
+            "stopped; plain text instead"
+        ]
+        assert page.ocr.layout is not None and page.ocr.layout.blocks == []
+    assert 'pagestream_gpu_layout_fallbacks_total{reason="timeout"} 2.0' in metrics
+
+
+def test_pages_laid_out_by_the_processes_and_on_the_compute_thread_agree(
+    settings, topology, node_factory, make_page
+):
+    work, facts = stage_topics(topology)[Stage.ocr]
+    markdown: dict[int, str | None] = {}
+    for round_, workers in enumerate((2, 0), start=1):
+        pages, cpfs = _ocr_pages(make_page, f"laid-{workers}")
+        with node_factory(layout_workers=workers):
+            produce_pages(settings, work, pages)
+            # The facts topic holds the earlier rounds' facts too.
+            msgs = read_committed(settings, [facts], expect=round_, timeout_s=240)
+        (page,) = [p for p in (decode(PageState, m.value()) for m in msgs)
+                   if p.doc_id == f"laid-{workers}-0"]  # fmt: skip
+        assert page.ocr is not None and page.ocr.warnings == []
+        assert page.ocr.markdown is not None and f"CPF: {cpfs[0]}" in page.ocr.markdown
+        markdown[workers] = page.ocr.markdown
+    assert markdown[2] == markdown[0]
