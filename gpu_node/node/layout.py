@@ -1,7 +1,7 @@
 """An OCR page's lines laid out as Markdown on the GPU node (under `layout=model`).
 
 The layout model (reading/layout.py, under reading/policy.py's budget and fallbacks)
-takes 0.2-0.4 s of one core for a page, seconds for a dense one. It runs in the node's
+takes 0.1-0.4 s of one core for a page, seconds for a dense one. It runs in the node's
 layout processes (layout_workers.py), beside the models, not on their compute thread;
 this module is what those processes run, and what the compute thread runs itself when
 `PAGESTREAM_NODE__LAYOUT_WORKERS` is 0.

@@ -288,8 +288,7 @@ class GpuNode:
             if self.order.has_ready():  # not past the moment it is due to commit
                 wait_s = min(wait_s, max(0.0, self._transactions.due_in()))
             self.intake.read(wait_s)
-            # A long layout queue takes no new batch until it shrinks (layout_workers.py);
-            # the poll goes on, into the read-ahead, to stay in the group.
+            # A long layout queue takes no new batch until it shrinks (layout_workers.py).
             if not self.layout.full:
                 self._next_batch()
         self.partitions.resume_due_retries()
@@ -304,7 +303,8 @@ class GpuNode:
         while self.computing and self.computing[0].done():
             self._apply(self.computing.popleft().result())
             applied = True
-        laid = self.layout.collect()
+        # A full layout queue takes no new batch: wait for it here, not in a spin.
+        laid = self.layout.collect(wait_s=_BUSY_POLL_S * 10 if self.layout.full else 0.0)
         if laid:
             self.outcomes.apply(list(laid))
             applied = True
@@ -321,6 +321,7 @@ class GpuNode:
         now: list[StageOutcome] = []
         for task, outcome in outcomes:
             if isinstance(outcome, Unlaid):
+                task.image = None  # its pixels are read: only its lines are laid out
                 self.layout.submit(task, outcome)
             else:
                 now.append((task, outcome))

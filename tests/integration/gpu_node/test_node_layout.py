@@ -6,6 +6,7 @@ processes (the default) and without (0: on the compute thread), the same Markdow
 from __future__ import annotations
 
 import httpx
+import psutil  # type: ignore[import-untyped]
 import pytest
 
 from schemas import DocumentType, Operation, PageState, Stage, decode
@@ -13,6 +14,11 @@ from synth.dataset import generate
 from tests.support.pages import produce_pages, read_committed, stage_topics
 
 pytestmark = pytest.mark.kafka
+
+
+def _layout_children() -> list[psutil.Process]:
+    return [p for p in psutil.Process().children()
+            if "gpu_node.node.layout_child" in " ".join(p.cmdline())]  # fmt: skip
 
 
 def _ocr_pages(make_page, doc_id: str, n: int = 1):  # type: ignore[no-untyped-def]
@@ -37,8 +43,8 @@ def test_a_page_past_the_layout_limit_keeps_its_text_and_the_node_goes_on(
         assert page.ocr is not None and page.ocr.text.strip()
         assert page.ocr.markdown == page.ocr.text  # its lines, not a layout
         assert page.ocr.warnings == [
-            "the layout ran past its 0.01 s limit (PAGESTREAM_NODE__LAYOUT_TIMEOUT_S) and was "
-            "stopped; plain text instead"
+            "the layout ran past its 0.01 s limit (PAGESTREAM_NODE__LAYOUT_TIMEOUT_S); plain text "
+            "instead"
         ]
         assert page.ocr.layout is not None and page.ocr.layout.blocks == []
     assert 'pagestream_gpu_layout_fallbacks_total{reason="timeout"} 2.0' in metrics
@@ -55,6 +61,8 @@ def test_pages_laid_out_by_the_processes_and_on_the_compute_thread_agree(
             produce_pages(settings, work, pages)
             # The facts topic holds the earlier rounds' facts too.
             msgs = read_committed(settings, [facts], expect=round_, timeout_s=240)
+            # One page: one process started for it, or none without them.
+            assert len(_layout_children()) == min(workers, 1)
         (page,) = [p for p in (decode(PageState, m.value()) for m in msgs)
                    if p.doc_id == f"laid-{workers}-0"]  # fmt: skip
         assert page.ocr is not None and page.ocr.warnings == []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -114,8 +115,8 @@ def test_a_page_past_its_limit_keeps_its_text_and_the_next_page_is_laid_out(
     assert time.monotonic() - started < 10  # killed at its limit, not laid out
     assert done[slow].markdown == _dense().text
     assert done[slow].warnings == [
-        "the layout ran past its 0.5 s limit (PAGESTREAM_NODE__LAYOUT_TIMEOUT_S) and was "
-        "stopped; plain text instead"
+        "the layout ran past its 0.5 s limit (PAGESTREAM_NODE__LAYOUT_TIMEOUT_S); plain "
+        "text instead"
     ]
     assert fallbacks == ["timeout"]
     workers.timeout_s = 60.0
@@ -126,10 +127,12 @@ def test_a_page_past_its_limit_keeps_its_text_and_the_next_page_is_laid_out(
 def test_a_page_whose_process_dies_keeps_its_text(
     workers: LayoutWorkers, fallbacks: list[str]
 ) -> None:
-    doomed = _task(0)
-    workers.submit(doomed, Unlaid(_dense(), WIDTH, HEIGHT))
+    warm, doomed = _task(0), _task(1)
+    workers.submit(warm, Unlaid(_report(), WIDTH, HEIGHT))
+    assert _collect(workers, 1)[warm].warnings == []  # started, ready, idle
+    workers.submit(doomed, Unlaid(_dense(), WIDTH, HEIGHT))  # sent to it at once
     (child,) = _children()
-    time.sleep(0.5)  # mid-page or still importing: either way the page is its
+    time.sleep(0.5)  # mid-page: the dense page takes seconds
     os.kill(child.pid, signal.SIGKILL)
     done = _collect(workers, 1)
     assert done[doomed].markdown == _dense().text
@@ -137,7 +140,7 @@ def test_a_page_whose_process_dies_keeps_its_text(
         "the layout process died (killed by signal 9); plain text instead"
     ]
     assert fallbacks == ["died"]
-    after = _task(1)
+    after = _task(2)
     workers.submit(after, Unlaid(_report(), WIDTH, HEIGHT))
     assert "# Annual figures" in (_collect(workers, 1)[after].markdown or "")
 
@@ -163,3 +166,19 @@ def test_a_long_queue_says_it_is_full() -> None:
         assert pool.full and pool.pending == QUEUED_PER_WORKER + 1
     finally:
         pool.close()
+
+
+def test_a_page_no_process_starts_for_keeps_its_text(
+    workers: LayoutWorkers, fallbacks: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A process that exits before it says it is ready: the page, never sent, is tried on
+    # a second one, then keeps its lines.
+    monkeypatch.setattr(sys, "executable", "/bin/false")
+    stuck = _task(0)
+    workers.submit(stuck, Unlaid(_report(), WIDTH, HEIGHT))
+    done = _collect(workers, 1, limit_s=30)
+    assert done[stuck].markdown == _report().text
+    assert done[stuck].warnings == [
+        "no layout process started for it (2 tried); plain text instead"
+    ]
+    assert fallbacks == ["start"] and workers.pending == 0
