@@ -72,7 +72,7 @@ def test_prometheus_sees_the_lag_grow_the_alert_fire_and_both_clear(
             with prometheus(tmp_path / "prometheus", jobs, rules) as prom:
                 # Every process is scraped.
                 prom.wait("up == 1", lambda r: {x["metric"]["job"] for x in r} == set(jobs))
-                assert prom.value("pagestream_gpu_ready") == 1
+                prom.wait("pagestream_gpu_ready", lambda r: r and float(r[0]["value"][1]) == 1)
 
                 _submit(settings, pages[:3], 0)
                 read_committed(settings, [topology.name(RESULTS)], expect=3, timeout_s=180)
@@ -86,7 +86,10 @@ def test_prometheus_sees_the_lag_grow_the_alert_fire_and_both_clear(
                 firing = (f'ALERTS{{alertname="{STALLED}",alertstate="firing",'
                           f'consumergroup="{group}"}}')  # fmt: skip
                 prom.wait(firing, lambda r: len(r) == 1)
-                assert prom.value(f'kafka_consumergroup_members{{consumergroup="{group}"}}') == 0
+                # Waited for, not read once: a scrape that timed out on a loaded machine
+                # leaves the exporter's series stale, and an instant query then finds none.
+                members = f'kafka_consumergroup_members{{consumergroup="{group}"}}'
+                prom.wait(members, lambda r: r and float(r[0]["value"][1]) == 0)
 
                 # They come back: every document ends, the alert clears, lag reads 0.
                 restarted = support.start_worker(tmp_path / "agents-2.log",
