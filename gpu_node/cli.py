@@ -29,6 +29,7 @@ def register(app: typer.Typer) -> None:
 
 def gpu_node_cmd() -> None:
     """Run the GPU node: micro-batches from the gpu.* topics, results out, exactly once."""
+    from gpu_node.models.device import DeviceUnavailableError
     from gpu_node.node.main import run_node
     from streams.blobs import BlobStoreConfigError, probed_store
 
@@ -38,7 +39,11 @@ def gpu_node_cmd() -> None:
         fail(str(exc))
     # The node's own progress lines (loaded models, assignments) are worth seeing.
     logging.getLogger("gpu_node").setLevel(logging.INFO)
-    raise typer.Exit(run_node())
+    try:
+        code = run_node()
+    except DeviceUnavailableError as exc:  # `cuda` on a machine without it: one line
+        fail(f"gpu-node: {exc} (PAGESTREAM_MODELS__DEVICE; `auto` takes the CPU)", code=2)
+    raise typer.Exit(code)
 
 
 # ---- models ----------------------------------------------------------------

@@ -14,6 +14,10 @@ import torch
 log = logging.getLogger(__name__)
 
 
+class DeviceUnavailableError(RuntimeError):
+    """The device the settings name is not on this machine (`cuda` without CUDA)."""
+
+
 @dataclass(frozen=True)
 class DeviceChoice:
     device: torch.device
@@ -29,7 +33,7 @@ def select_device(requested: str = "auto") -> DeviceChoice:
         requested = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(requested)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"device {requested!r} requested but CUDA is not available")
+        raise DeviceUnavailableError(f"device {requested!r} requested but CUDA is not available")
     # fp16 halves memory and doubles throughput on GPUs; CPUs gain nothing from it.
     dtype = torch.float16 if device.type == "cuda" else torch.float32
     return DeviceChoice(device, dtype)
