@@ -96,10 +96,11 @@ def test_an_ocr_batch_is_read_by_the_engine_each_document_names(
     assert {t.batch_size for t in tasks} == {1, 2}
     # With layout processes the compute thread only reads: the pages under layout=model
     # come back to be laid out, their size with them; layout=fast is done.
-    deferred = dict(SyncStages(models, metrics, inputs, defer_layout=True).run(tasks))
-    unlaid = [deferred[t] for t in tasks[:2]]
-    size = (image.shape[1], image.shape[0])
-    assert all(isinstance(u, Unlaid) and (u.width, u.height) == size for u in unlaid)
+    # (RapidOCR's pages only: EasyOCR's read is the same call and takes ten times as long.)
+    rapid = [tasks[0], tasks[2]]
+    deferred = dict(SyncStages(models, metrics, inputs, defer_layout=True).run(rapid))
+    unlaid = deferred[tasks[0]]
+    assert isinstance(unlaid, Unlaid) and (unlaid.width, unlaid.height) == image.shape[1::-1]
     assert isinstance(deferred[tasks[2]], OcrResult)
 
 
