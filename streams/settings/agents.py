@@ -29,10 +29,12 @@ class AgentSettings(BaseModel):
     max_document_bytes: int = Field(default=1024**3, gt=0)
     # How page images are written (streams/media/raster.py, PageEncoding): "png", lossless,
     # or "jpeg" at page_jpeg_quality, which a GPU node decodes on the GPU (nvjpeg) where
-    # it decodes PNG on its CPUs. PNG until bench/quality shows JPEG loses nothing
-    # (docs/benchmarks.md).
+    # it decodes PNG on its CPUs. On bench/quality JPEG lost text checks at 92 (two) and
+    # 95 (one), none at 98 (character error within 0.1 point), for 1.4x PNG's bytes
+    # (bench/results/quality/README.md). PNG stays the default: bytes, until a GPU
+    # deployment is the common case.
     page_format: Literal["png", "jpeg"] = "png"
-    page_jpeg_quality: int = Field(default=92, ge=50, le=100)
+    page_jpeg_quality: int = Field(default=98, ge=50, le=100)
     # Uploads are rendered in a child process (streams/media/sandbox.py): past this wall-clock
     # time per document it is killed and the document dead-lettered. The default gives
     # a 1 Gpx document about 8x what this takes on one core.
