@@ -81,6 +81,13 @@ def test_every_document_ends_once_while_a_broker_of_three_dies_and_returns(
     assert set(report.statuses) <= {"completed", "late"}, report.as_dict()
     assert report.left_in_table == 0, report.as_dict()
     assert len(report.events) == 3
-    assert report.restarts_after_crash == [], report.as_dict()
+    # No process died of the outage, but for the one exit the node is built to take: a
+    # transactional call that librdkafka leaves blocked when the group coordinator dies
+    # mid-call (transactions.py: WedgedClientError, exit so that it is restarted). Seen
+    # once in four runs here, with every invariant above holding.
+    wedged = any("a Kafka client is wedged" in log.read_text(errors="replace")
+                 for log in (tmp_path / "logs").glob("gpu-node.*.log"))  # fmt: skip
+    allowed = ["gpu-node"] if wedged else []
+    assert report.restarts_after_crash in ([], allowed), report.as_dict()
     info = broker.status(three_brokers)
     assert info is not None and len(info.nodes) == 3  # the killed node came back
