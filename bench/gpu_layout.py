@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import statistics
-import threading
 import time
 import uuid
 from datetime import UTC, datetime
@@ -28,25 +27,16 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.cluster import cluster
+from bench.gpu_node import new_topics, start_node
 from bench.gpu_paths import encode
-from gpu_node.extraction.engines import Engines
 from gpu_node.models.registry import ModelRegistry
-from gpu_node.node.main import build_node
 from schemas import DocumentType, Operation, Options, PageState, Stage
 from schemas import encode as encode_record
 from schemas.pages import BlobRef
-from streams.admin import topics_apply
 from streams.blobs import BlobStore
 from streams.kafka import clients as kafka
-from streams.settings import (
-    BlobSettings,
-    KafkaSettings,
-    ModelSettings,
-    NodeSettings,
-    Settings,
-    TopicSettings,
-)
-from streams.topics import FACTS_BY_STAGE, WORK_BY_STAGE, Topology
+from streams.settings import ModelSettings, NodeSettings
+from streams.topics import FACTS_BY_STAGE, WORK_BY_STAGE
 from synth.dataset import generate
 
 app = typer.Typer(add_completion=False)
@@ -69,26 +59,15 @@ def _pages(store: BlobStore, prefix: str, n: int, operation: Operation,
 def one_run(models: ModelRegistry, bootstrap: str, blob_root: str, workers: int,
             ocr: list[PageState], cls: list[PageState], rate: float) -> Run:  # fmt: skip
     """What one node with `workers` layout processes did (`Run`)."""
-    prefix = f"layout{uuid.uuid4().hex[:8]}."
-    topo = Topology(prefix)
-    ks = KafkaSettings(bootstrap_servers=bootstrap)
-    topics_apply.apply(kafka.admin(ks), topo)
+    prefix, topo, ks = new_topics(bootstrap, "layout")
     producer = kafka.producer(ks, **{"linger.ms": 0})
     for page in ocr:
         producer.produce(topo.name(WORK_BY_STAGE[Stage.ocr.value]), encode_record(page),
                          page.doc_id.encode())  # fmt: skip
     producer.flush(60)
-    settings = Settings(kafka=ks, topics=TopicSettings(prefix=prefix),
-                        blobs=BlobSettings(root=blob_root),
-                        node=NodeSettings(transactional_id=f"bench-{uuid.uuid4().hex[:8]}",
-                                          http_host="127.0.0.1", http_port=0,
-                                          layout_workers=workers))  # fmt: skip
-    node = build_node(settings, models, Engines(settings.extraction, models))
-    stop = threading.Event()
-    thread = threading.Thread(target=node.run, args=(stop,), daemon=True)
-    thread.start()
-    while not node.assigned:
-        time.sleep(0.005)
+    node, stop, thread = start_node(models, Stage.classify, bootstrap, blob_root,
+                                    NodeSettings().max_batch, prefix,
+                                    layout_workers=workers)  # fmt: skip
     reader = kafka.consumer(ks, f"bench-reader-{uuid.uuid4().hex[:8]}")
     reader.subscribe([topo.name(FACTS_BY_STAGE[s.value]) for s in (Stage.ocr, Stage.classify)])
     started = time.perf_counter()

@@ -98,8 +98,17 @@ class NodeRun:
 NODE_OPTS: dict[str, Any] = {}
 
 
-def _node(models: ModelRegistry, stage: Stage, bootstrap: str, blob_root: str, batch: int,
-          prefix: str) -> tuple[Any, threading.Event, threading.Thread]:  # fmt: skip
+def start_node(
+    models: ModelRegistry,
+    stage: Stage,
+    bootstrap: str,
+    blob_root: str,
+    batch: int,
+    prefix: str,
+    **node_opts: Any,
+) -> tuple[Any, threading.Event, threading.Thread]:
+    """A GpuNode on the topics of `prefix`, running in a thread once it holds `stage`'s
+    partitions; `node_opts` (and NODE_OPTS) set NodeSettings fields."""
     settings = Settings(
         kafka=KafkaSettings(bootstrap_servers=bootstrap),
         topics=TopicSettings(prefix=prefix),
@@ -109,7 +118,7 @@ def _node(models: ModelRegistry, stage: Stage, bootstrap: str, blob_root: str, b
             max_batch=batch,
             http_host="127.0.0.1",
             http_port=0,
-            **NODE_OPTS,
+            **{**NODE_OPTS, **node_opts},
         ),
     )
     node = build_node(settings, models, Engines(settings.extraction, models))
@@ -132,8 +141,9 @@ def _mean_batch(node: Any, stage: Stage) -> float:
     return records / calls if calls else 0.0
 
 
-def _topics(bootstrap: str) -> tuple[str, Topology, KafkaSettings]:
-    prefix = f"bench{uuid.uuid4().hex[:8]}."
+def new_topics(bootstrap: str, name: str = "bench") -> tuple[str, Topology, KafkaSettings]:
+    """A topology of its own (prefix `name` and a random tag), created on the cluster."""
+    prefix = f"{name}{uuid.uuid4().hex[:8]}."
     topo = Topology(prefix)
     kafka_settings = KafkaSettings(bootstrap_servers=bootstrap)
     topics_apply.apply(kafka.admin(kafka_settings), topo)
@@ -149,13 +159,13 @@ def through_kafka(
     batch: int,
 ) -> NodeRun:
     """A backlog: every page queued before the node starts."""
-    prefix, topo, kafka_settings = _topics(bootstrap)
+    prefix, topo, kafka_settings = new_topics(bootstrap)
     producer = kafka.producer(kafka_settings)
     work = topo.name(WORK_BY_STAGE[stage.value])
     for page in pages:
         producer.produce(work, encode(page), page.doc_id.encode())
     producer.flush(60)
-    node, stop, thread = _node(models, stage, bootstrap, blob_root, batch, prefix)
+    node, stop, thread = start_node(models, stage, bootstrap, blob_root, batch, prefix)
     started = time.perf_counter()
     reader = kafka.consumer(kafka_settings, f"bench-reader-{uuid.uuid4().hex[:8]}")
     reader.subscribe([topo.name(FACTS_BY_STAGE[stage.value])])
@@ -179,10 +189,10 @@ def trickle(
     rate: float,
 ) -> NodeRun:
     """An idle node fed one page at a time at `rate` pages/s."""
-    prefix, topo, kafka_settings = _topics(bootstrap)
+    prefix, topo, kafka_settings = new_topics(bootstrap)
     producer = kafka.producer(kafka_settings, **{"linger.ms": 0})
     work = topo.name(WORK_BY_STAGE[stage.value])
-    node, stop, thread = _node(models, stage, bootstrap, blob_root, batch, prefix)
+    node, stop, thread = start_node(models, stage, bootstrap, blob_root, batch, prefix)
     reader = kafka.consumer(kafka_settings, f"bench-reader-{uuid.uuid4().hex[:8]}")
     reader.subscribe([topo.name(FACTS_BY_STAGE[stage.value])])
     sent: dict[bytes, int] = {}

@@ -247,7 +247,7 @@ class GpuNode:
         ):
             if self.computing:
                 self._apply(self.computing.popleft().result())
-            self.outcomes.apply(list(self.layout.collect(wait_s=0.1)))
+            self.outcomes.apply(self.layout.collect(wait_s=0.1))
             self.scheduler.collect(wait_s=0.1)
         self._commit_ready()
         log.info("GPU node stopped; %d uncommitted tasks will be redone", self.order.pending())
@@ -306,7 +306,7 @@ class GpuNode:
         # A full layout queue takes no new batch: wait for it here, not in a spin.
         laid = self.layout.collect(wait_s=_BUSY_POLL_S * 10 if self.layout.full else 0.0)
         if laid:
-            self.outcomes.apply(list(laid))
+            self.outcomes.apply(laid)
             applied = True
         if applied:
             # Now, not after the next poll: an idle node's poll waits up to max_wait_ms.
