@@ -21,10 +21,9 @@ Each entry point gives the page's blocks beside its Markdown (`PageReading`), wr
 from the same parse (reading/blocks.py): the document JSON's kinds, boxes, reading
 order and table cells, page furniture included.
 
-Switching the model on is process-global in PyMuPDF (it then also runs inside the
-classic converter's table detection, 95 % of its time), so it is on only inside
-`_layout_model()`, one caller at a time. The model costs about 0.2-0.4 s a page on one
-core of this machine (`python -m bench.quality`); the classic converter 0.02 s.
+The model is on only inside reading/layout_model.py's `layout_model()`, one caller at
+a time. A text-layer page costs about 0.3-0.5 CPU-seconds here, the model most of it
+(`python -m bench.quality.cost`); the classic converter 0.02 s.
 """
 
 from __future__ import annotations
@@ -33,24 +32,24 @@ import itertools
 import logging
 import math
 import re
-import threading
 import unicodedata
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-import pymupdf
-import pymupdf4llm
 from pymupdf import Document, Font, Matrix, Point, Rect
 from pymupdf4llm.helpers import document_layout
 
 from reading.blocks import ROWS_KEY, page_blocks
 from reading.columns import regions
 from reading.furniture import row_block, split_furniture
+from reading.layout_model import layout_model
+from reading.mupdf import raise_if_out_of_memory
+from reading.pixel_tables import Grid, draw_grids, find_grids
 from reading.styled_words import join_styled_words
 from reading.tables import repaired_rows, written
+from reading.upright import turned, upright_copy
 from schemas.document_json import Block
 from schemas.pages import OcrBox
 
@@ -68,7 +67,9 @@ HTML_TABLES = True
 # bench/quality kept 95 % or more, but for the two pages of a tax form (90 and 91 %).
 MIN_TABLE_WORD_SHARE = 0.95
 
-_LOCK = threading.Lock()
+# What a page read from pixels keeps when its table finder fails.
+TABLES_AS_TEXT = "its tables' lines laid out as text"
+
 _DROPPED = ("page-header", "page-footer")
 # An OCR'd page is laid out on a page whose long side is an A4 page's, in points: the
 # model's features (font sizes, gaps) were learned on real pages, whatever the pixels.
@@ -84,25 +85,12 @@ class PageReading:
 
     markdown: str
     blocks: list[Block] = field(default_factory=list)
-
-
-# The model as PyMuPDF switched it on the first time. Switched off, PyMuPDF forgets it,
-# and switched on again it builds the model anew (its ONNX sessions: about 0.7 s of CPU,
-# more than the page it was for); handed back, it is kept.
-_MODEL: list[Any] = []
-
-
-@contextmanager
-def _layout_model() -> Iterator[None]:
-    with _LOCK:
-        if _MODEL:
-            pymupdf._get_layout = _MODEL[0]  # pymupdf.layout.activate() keeps what is there
-        pymupdf4llm.use_layout(True)
-        _MODEL[:] = [pymupdf._get_layout]
-        try:
-            yield
-        finally:
-            pymupdf4llm.use_layout(False)
+    warnings: list[str] = field(default_factory=list)  # what was not had, and instead
+    # A text layer read upright (reading/upright.py): how far the page was from upright
+    # (clockwise degrees) and the upright page's width and height in points, the frame
+    # of its blocks.
+    turn: int = 0
+    size: tuple[float, float] | None = None
 
 
 def layout_markdown(doc: Any, pages: Sequence[int], *, keep_headers: bool) -> dict[int, str]:
@@ -114,10 +102,24 @@ def layout_markdown(doc: Any, pages: Sequence[int], *, keep_headers: bool) -> di
 def layout_pages(doc: Any, pages: Sequence[int], *,
                  keep_headers: bool) -> dict[int, PageReading]:  # fmt: skip
     """Markdown and blocks of `doc`'s `pages` (0-based) from their text layers, by page
-    number (1-based). Runs no OCR. Raises what the model raises (the caller falls back)."""
+    number (1-based). Runs no OCR. Raises what the model raises (the caller falls back).
+    A page whose text runs sideways is read from an upright copy (reading/upright.py)."""
+    turns = {n: turned(doc[n]) for n in pages}
+    read = _layout_straight(doc, [n for n in pages if not turns[n]], keep_headers)
+    for n in pages:
+        if turns[n]:
+            with upright_copy(doc, n) as copy:
+                rect = copy[0].rect
+                reading = _layout_straight(copy, [0], keep_headers)[1]
+            read[n + 1] = replace(reading, turn=turns[n], size=(rect.width, rect.height))
+    return dict(sorted(read.items()))
+
+
+def _layout_straight(doc: Any, pages: Sequence[int],
+                     keep_headers: bool) -> dict[int, PageReading]:  # fmt: skip
     if not pages:
         return {}
-    with _layout_model():
+    with layout_model(gate_tables=True):
         read = _parsed_markdown(doc, pages, keep_headers, html_tables=HTML_TABLES)
         if not HTML_TABLES:
             return {n: r for n, (r, _) in read.items()}
@@ -193,6 +195,7 @@ def read_lines(width: int, height: int, lines: Sequence[OcrBox], *,
     return PageReading(
         "\n\n".join(markdown),
         [block.model_copy(update={"order": i}) for i, block in enumerate(blocks)],
+        [warning for part in parts for warning in part.warnings],
     )
 
 
@@ -200,29 +203,57 @@ def _markdown_of_lines(width: int, height: int, lines: Sequence[OcrBox],
                        keep_headers: bool, left: float = 0.0) -> PageReading:  # fmt: skip
     """One region's reading; its blocks' boxes back in the page's pixels (the region
     starts `left` pixels from the page's left edge)."""
+    try:
+        grids = find_grids(lines)
+        if grids:
+            return _laid_lines(width, height, lines, keep_headers, left, grids)
+    except MemoryError:
+        raise
+    except Exception as exc:
+        raise_if_out_of_memory(exc)
+        log.warning("the table finder failed on a page (%s); %s", type(exc).__name__,
+                    TABLES_AS_TEXT)  # fmt: skip
+        read = _laid_lines(width, height, lines, keep_headers, left, [])
+        warning = f"the table finder failed ({type(exc).__name__}); {TABLES_AS_TEXT}"
+        return PageReading(read.markdown, read.blocks, [*read.warnings, warning])
+    return _laid_lines(width, height, lines, keep_headers, left, [])
+
+
+def _laid_lines(width: int, height: int, lines: Sequence[OcrBox], keep_headers: bool,
+                left: float, grids: list[Grid]) -> PageReading:  # fmt: skip
+    """The region's lines written on a page of their own, `grids` drawn on it (their
+    tables read by the table finder, as a born-digital page's), laid out by the model."""
     scale = _LONG_SIDE_PT / max(width, height, 1)
     doc: Any = Document()  # type: ignore[no-untyped-call]
     try:
         page = doc.new_page(width=max(1.0, width * scale), height=max(1.0, height * scale))
         page.insert_font(fontname=_FONT_NAME, fontbuffer=_FONT.buffer)
-        count = sum(_write_line(page, line, scale) for line in lines)
+        nudges = {i: dx for grid in grids for i, dx in grid.nudges.items()}
+        count = sum(_write_line(page, line, scale, nudges.get(i, 0.0))
+                    for i, line in enumerate(lines))  # fmt: skip
         if not count:
             return PageReading("")
-        with _layout_model():
+        draw_grids(page, grids, scale)
+        with layout_model():
             parsed = document_layout.parse_document(
-                doc, use_ocr=document_layout.OCRMode.NEVER, force_text=True
-            )
+                doc, use_ocr=document_layout.OCRMode.NEVER, force_text=True,
+                render_html_tables=bool(grids),
+            )  # fmt: skip
+            if grids:
+                _repair_tables(parsed.pages[0], page.get_text("words"))
             markdown = _page_markdown(parsed, parsed.pages[0], keep_headers)
         return PageReading(markdown, page_blocks(parsed.pages[0], scale=1 / scale, dx=left))
     finally:
         doc.close()
 
 
-def _write_line(page: Any, line: OcrBox, scale: float) -> bool:
+def _write_line(page: Any, line: OcrBox, scale: float, dx: float = 0.0) -> bool:
+    """Write `line` in its box (moved `dx` pixels right), stretched to its width."""
     text = " ".join(line.text.split())
     if not text or not line.box:
         return False
-    rect: Any = Rect(*(v * scale for v in line.extent()))  # type: ignore[no-untyped-call]
+    x0, y0, x1, y1 = line.extent()
+    rect: Any = Rect((x0 + dx) * scale, y0 * scale, (x1 + dx) * scale, y1 * scale)  # type: ignore[no-untyped-call]
     if rect.width < 1 or rect.height < 1:
         return False
     fontsize = rect.height

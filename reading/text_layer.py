@@ -152,7 +152,13 @@ def _laid_out(doc: Any, page: TextPage, keep_headers: bool) -> TextPage:
     # The model's blocks where its Markdown is the page's (not the lines it fell back to).
     if read and laid.markdown is read[0].markdown and page.result.layout is not None:
         blocks = [_scaled(b, page.scale) for b in read[0].blocks]
-        update["layout"] = page.result.layout.model_copy(update={"blocks": blocks})
+        layout: dict[str, Any] = {"blocks": blocks}
+        if read[0].size is not None:  # read upright: its blocks are in that page's frame
+            width, height = read[0].size
+            layout |= {"width": max(1, pixels_at(width, round(page.scale * 72))),
+                       "height": max(1, pixels_at(height, round(page.scale * 72))),
+                       "rotation": _right_angle(read[0].turn)}  # fmt: skip
+        update["layout"] = page.result.layout.model_copy(update=layout)
     return replace(page, result=page.result.model_copy(update=update))
 
 
@@ -213,7 +219,11 @@ def _read_page(page: Any, page_no: int, dpi: int, target_px: int | None,
 
 def _rotation(page: Any) -> Literal[0, 90, 180, 270]:
     """The page's /Rotate (PyMuPDF keeps it a right angle)."""
-    turn = int(page.rotation) % 360
+    return _right_angle(int(page.rotation))
+
+
+def _right_angle(degrees: int) -> Literal[0, 90, 180, 270]:
+    turn = degrees % 360
     return 90 if turn == 90 else 180 if turn == 180 else 270 if turn == 270 else 0
 
 

@@ -74,7 +74,8 @@ class PageLayout(Model):
     width: int | None = Field(None, ge=1)  # pixels; None when the reader did not know
     height: int | None = Field(None, ge=1)
     # Clockwise degrees the page was turned to be read: the orientation's correction of
-    # a page of pixels, the PDF's /Rotate of a page read from its text layer.
+    # a page of pixels, the PDF's /Rotate of a page read from its text layer (plus the
+    # turn of its text where it runs sideways: reading/upright.py).
     rotation: Literal[0, 90, 180, 270] = 0
     blocks: list[Block] = Field(default_factory=list)
 

@@ -33,9 +33,24 @@ def to_bytes(doc: Any) -> bytes:
     return data
 
 
+def sideways(pdf: bytes, *, rotate_entry: bool = False) -> bytes:
+    """`pdf`'s first page turned to landscape: through its `/Rotate` entry, or (by
+    default) its content drawn turned 90 degrees on a landscape page."""
+    with pymupdf.open(stream=pdf, filetype="pdf") as src:  # type: ignore[no-untyped-call]
+        if rotate_entry:
+            src[0].set_rotation(90)
+            return bytes(src.tobytes())
+        with pymupdf.Document() as out:  # type: ignore[no-untyped-call]
+            rect = src[0].rect
+            page = out.new_page(width=rect.height, height=rect.width)
+            page.show_pdf_page(page.rect, src, 0, rotate=270)
+            return bytes(out.tobytes())
+
+
 def report_page(*, turned_body: bool = False) -> bytes:
     """A running head, a title, four body lines, a ruled 3x3 table, fourteen lines of
-    discussion and a page number; `turned_body` turns the body and discussion 90 degrees."""
+    discussion and a page number; `turned_body` turns the body 90 degrees and the
+    discussion 270 (no direction holds most of the text: no turn sets the page upright)."""
     doc, page = blank_page()
     page.insert_text((72, 40), RUNNING_HEAD, fontsize=8)
     page.insert_text((72, 110), "Results of the quarter", fontsize=18)
@@ -50,7 +65,7 @@ def report_page(*, turned_body: bool = False) -> bytes:
     for i in range(14):
         text = f"Paragraph line {i} of the discussion that follows the table and explains it."
         if turned_body:
-            page.insert_text((100 + i * 16, 800), text, fontsize=10, rotate=90)
+            page.insert_text((300 + i * 16, 360), text, fontsize=10, rotate=270)
         else:
             page.insert_text((72, 360 + i * 16), text, fontsize=10)
     page.insert_text((290, 815), PAGE_NUMBER, fontsize=9)

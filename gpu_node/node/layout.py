@@ -37,14 +37,17 @@ def laid_out(result: OcrResult, width: int, height: int, page: PageState) -> Ocr
     laid = with_layout(result.text, len(result.boxes), model, page=name)
     # The document JSON's page: the model's blocks where its Markdown is the page's, none
     # (a text block per line) where the page fell back to its lines.
-    blocks = read[0].blocks if read and laid.markdown is read[0].markdown else []
-    return _with(result, width, height, page, laid.markdown, blocks, laid.warning)
+    had = bool(read) and laid.markdown is read[0].markdown
+    blocks = read[0].blocks if had else []
+    # What the reading went without (a table finder that failed), and the policy's word.
+    warnings = [*(read[0].warnings if had else []), *([laid.warning] if laid.warning else [])]
+    return _with(result, width, height, page, laid.markdown, blocks, warnings)
 
 
 def fallen_back(result: OcrResult, width: int, height: int, page: PageState, why: str) -> OcrResult:
     """`result` with its plain text as its Markdown and a warning: the layout was not
     had (its process died or ran past its deadline). `why` names what happened."""
-    return _with(result, width, height, page, result.text, [], f"{why}; {PLAIN_TEXT}")
+    return _with(result, width, height, page, result.text, [], [f"{why}; {PLAIN_TEXT}"])
 
 
 def _with(
@@ -54,11 +57,11 @@ def _with(
     page: PageState,
     markdown: str | None,
     blocks: list[Any],
-    warning: str | None,
+    warnings: list[str],
 ) -> OcrResult:
     rotation = page.orientation.rotation_degrees if page.orientation is not None else 0
     layout = PageLayout(width=width, height=height, rotation=rotation, blocks=blocks)
     update: dict[str, Any] = {"markdown": markdown, "layout": layout}
-    if warning is not None:
-        update["warnings"] = [*result.warnings, warning]
+    if warnings:
+        update["warnings"] = [*result.warnings, *warnings]
     return result.model_copy(update=update)

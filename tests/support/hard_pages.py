@@ -1,7 +1,7 @@
 """PDF pages that are hard to lay out: the report page of synth/layout_pages.py (a running
 head, a ruled table, a page number; its body turned 90 degrees on request) and
-pathological pages (10,000 text lines, 1,000 tiny images, one path of a million
-segments)."""
+pathological pages (10,000 text lines, a ruled table of 10,000 cells, 1,000 tiny images,
+one path of a million segments)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,27 @@ def many_lines_page(lines: int = 10_000) -> bytes:
     # (72 s for 10,000 lines).
     text = "\n".join(f"line {i}" for i in range(lines))
     page.insert_text((20, 10), text, fontsize=1, lineheight=1)
+    return to_bytes(doc)
+
+
+def table_cells_page(rows: int = 100, cols: int = 100) -> bytes:
+    """One page holding a ruled table of `rows` x `cols` cells, each a number."""
+    doc: Any = pymupdf.open()  # type: ignore[no-untyped-call]
+    width, height = 20 + cols * 30, 20 + rows * 12
+    page = doc.new_page(width=width, height=height)
+    shape = page.new_shape()
+    for r in range(rows + 1):
+        shape.draw_line((10, 10 + r * 12), (10 + cols * 30, 10 + r * 12))
+    for c in range(cols + 1):
+        shape.draw_line((10 + c * 30, 10), (10 + c * 30, 10 + rows * 12))
+    shape.finish(width=0.3)
+    shape.commit()
+    # One writer for every cell: insert_text per cell rewrites the page each time.
+    writer: Any = pymupdf.TextWriter(page.rect)  # type: ignore[no-untyped-call]
+    for r in range(rows):
+        for c in range(cols):
+            writer.append((12 + c * 30, 19 + r * 12), str(r * cols + c), fontsize=7)
+    writer.write_text(page)
     return to_bytes(doc)
 
 

@@ -1,7 +1,8 @@
 """OCR pages laid out by the node's layout processes, through the real broker: a page
 whose layout runs past PAGESTREAM_NODE__LAYOUT_TIMEOUT_S keeps its plain text with a
 warning, its fact is written and its offset committed, and the node reads on; with the
-processes (the default) and without (0: on the compute thread), the same Markdown."""
+processes (the default) and without (0: on the compute thread), the same Markdown; a
+scanned invoice's borderless items table comes back a table (reading/pixel_tables.py)."""
 
 from __future__ import annotations
 
@@ -69,3 +70,20 @@ def test_pages_laid_out_by_the_processes_and_on_the_compute_thread_agree(
         assert page.ocr.markdown is not None and f"CPF: {cpfs[0]}" in page.ocr.markdown
         markdown[workers] = page.ocr.markdown
     assert markdown[2] == markdown[0]
+
+
+def test_a_scanned_invoices_items_come_back_as_a_table(settings, topology, node_factory, make_page):
+    work, facts = stage_topics(topology)[Stage.ocr]
+    (doc,) = generate(12, 1, doc_types=[DocumentType.invoice], rotations=[0], width=960)
+    page = make_page(doc.image, doc_id="invoice-0", operation=Operation.ocr)
+    with node_factory():
+        produce_pages(settings, work, [page])
+        (msg,) = read_committed(settings, [facts], expect=1, timeout_s=240)
+    got = decode(PageState, msg.value())
+    assert got.ocr is not None and got.ocr.warnings == []
+    rows = [line for line in (got.ocr.markdown or "").splitlines() if line.startswith("|")]
+    assert rows[0] == "|DESCRICAO|QTD|VALOR UNIT.|VALOR TOTAL|"
+    assert "|CABO USB 2M|5|35,46|177,30|" in rows
+    assert got.ocr.layout is not None
+    (table,) = [b.table for b in got.ocr.layout.blocks if b.kind == "table"]
+    assert table is not None and (table.rows, table.cols) == (7, 4)

@@ -5,8 +5,10 @@ their documents with a warning naming what happened instead of losing text or ti
 
 - the layout model drops a page's text (its body turned 90 degrees): the page keeps its
   lines, with a warning, and the document completes;
-- 10,000 text lines, and one path of a million segments: past the layout budget, the
-  lines are kept with a warning naming the budget, well inside the render deadline;
+- 10,000 text lines, a ruled table of 10,000 cells, and one path of a million segments:
+  past the layout budget, the lines are kept with a warning naming the budget, well
+  inside the render deadline;
+- a report printed sideways on a landscape page is read upright, its table found;
 - headers kept on request come back as comments;
 - the document JSON and chunks `pagestream results` writes: the running head and page
   number kept as furniture, the table as cells, reading order; the dense page's lines
@@ -27,6 +29,7 @@ from streams.client.results import resolved
 from streams.client.submit import Submitter
 from streams.settings import Settings
 from streams.topics import RESULTS, Topology
+from synth.layout_pages import sideways
 from tests.support import agents as support
 from tests.support.hard_pages import (
     PAGE_NUMBER,
@@ -35,6 +38,7 @@ from tests.support.hard_pages import (
     many_lines_page,
     million_segments_page,
     report_page,
+    table_cells_page,
 )
 from tests.support.pages import read_committed
 
@@ -51,6 +55,8 @@ def test_the_layout_reader_and_its_failure_paths_end_every_document(
         "kept": (report_page(), Options(auto_rotate=False, keep_headers=True)),
         "turned": (report_page(turned_body=True), plain),
         "lines": (many_lines_page(10_000), plain),
+        "cells": (table_cells_page(100, 100), plain),
+        "sideways": (sideways(report_page()), plain),
         # `only`: the drawing is answered from its text layer (auto sends it to pixels).
         "drawing": (million_segments_page(), Options(auto_rotate=False, text_layer=TextLayer.only)),
     }
@@ -95,6 +101,16 @@ def test_the_layout_reader_and_its_failure_paths_end_every_document(
     lines, warnings = page("lines")
     assert "line 9999" in lines
     assert any("past the layout budget" in w for w in warnings)
+    cells, warnings = page("cells")
+    assert "9999" in cells.split()
+    assert warnings == [
+        "no Markdown layout: 38890 characters in 10000 lines, past the layout budget (25000 "
+        "characters, 2000 lines); lines kept in reading order"
+    ]
+    upright, warnings = page("sideways")
+    assert warnings == [] and RUNNING_HEAD not in upright
+    assert any(row.startswith("|") and "North" in row and "1,204" in row
+               for row in upright.splitlines())  # fmt: skip
     drawing, warnings = page("drawing")
     assert drawing.strip()
     assert any("bytes of drawing instructions, past the layout budget" in w for w in warnings)
