@@ -34,7 +34,8 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -105,13 +106,14 @@ def layout_pages(doc: Any, pages: Sequence[int], *,
     number (1-based). Runs no OCR. Raises what the model raises (the caller falls back).
     A page whose text runs sideways is read from an upright copy (reading/upright.py)."""
     turns = {n: turned(doc[n]) for n in pages}
-    read = _layout_straight(doc, [n for n in pages if not turns[n]], keep_headers)
+    read = _layout_straight(doc, [n for n in pages if turns[n] is None], keep_headers)
     for n in pages:
-        if turns[n]:
+        turn = turns[n]
+        if turn is not None:
             with upright_copy(doc, n) as copy:
                 rect = copy[0].rect
                 reading = _layout_straight(copy, [0], keep_headers)[1]
-            read[n + 1] = replace(reading, turn=turns[n], size=(rect.width, rect.height))
+            read[n + 1] = replace(reading, turn=turn, size=(rect.width, rect.height))
     return dict(sorted(read.items()))
 
 
@@ -204,19 +206,35 @@ def _markdown_of_lines(width: int, height: int, lines: Sequence[OcrBox],
     """One region's reading; its blocks' boxes back in the page's pixels (the region
     starts `left` pixels from the page's left edge)."""
     try:
-        grids = find_grids(lines)
-        if grids:
-            return _laid_lines(width, height, lines, keep_headers, left, grids)
+        return _laid_lines(width, height, lines, keep_headers, left, _grids(lines))
+    except _TablesFailed as failed:
+        # The finder's own failure, not the model's (which the policy answers for).
+        error = type(failed.__cause__).__name__
+        log.warning("the table finder failed on a page (%s); %s", error, TABLES_AS_TEXT)
+        read = _laid_lines(width, height, lines, keep_headers, left, [])
+        warning = f"the table finder failed ({error}); {TABLES_AS_TEXT}"
+        return PageReading(read.markdown, read.blocks, [*read.warnings, warning])
+
+
+class _TablesFailed(Exception):
+    """The table finder of a page read from pixels failed (its cause says how)."""
+
+
+@contextmanager
+def _table_finder() -> Iterator[None]:
+    """The table finder's steps: what they raise (not out of memory) as _TablesFailed."""
+    try:
+        yield
     except MemoryError:
         raise
     except Exception as exc:
         raise_if_out_of_memory(exc)
-        log.warning("the table finder failed on a page (%s); %s", type(exc).__name__,
-                    TABLES_AS_TEXT)  # fmt: skip
-        read = _laid_lines(width, height, lines, keep_headers, left, [])
-        warning = f"the table finder failed ({type(exc).__name__}); {TABLES_AS_TEXT}"
-        return PageReading(read.markdown, read.blocks, [*read.warnings, warning])
-    return _laid_lines(width, height, lines, keep_headers, left, [])
+        raise _TablesFailed from exc
+
+
+def _grids(lines: Sequence[OcrBox]) -> list[Grid]:
+    with _table_finder():
+        return find_grids(lines)
 
 
 def _laid_lines(width: int, height: int, lines: Sequence[OcrBox], keep_headers: bool,
@@ -233,14 +251,16 @@ def _laid_lines(width: int, height: int, lines: Sequence[OcrBox], keep_headers: 
                     for i, line in enumerate(lines))  # fmt: skip
         if not count:
             return PageReading("")
-        draw_grids(page, grids, scale)
+        with _table_finder():
+            draw_grids(page, grids, scale)
         with layout_model():
             parsed = document_layout.parse_document(
                 doc, use_ocr=document_layout.OCRMode.NEVER, force_text=True,
                 render_html_tables=bool(grids),
             )  # fmt: skip
             if grids:
-                _repair_tables(parsed.pages[0], page.get_text("words"))
+                with _table_finder():
+                    _repair_tables(parsed.pages[0], page.get_text("words"))
             markdown = _page_markdown(parsed, parsed.pages[0], keep_headers)
         return PageReading(markdown, page_blocks(parsed.pages[0], scale=1 / scale, dx=left))
     finally:

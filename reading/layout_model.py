@@ -35,15 +35,9 @@ _LOCK = threading.Lock()
 # and switched on again it builds the model anew (its ONNX sessions: about 0.7 s of CPU,
 # more than the page it was for); handed back, it is kept.
 _MODEL: list[Any] = []
-# Whether the table finder runs only on pages where the model saw a table (set under
-# _LOCK, for the parse in progress).
-_GATED = [False]
-# The modules of pymupdf.layout that make the model's ONNX sessions.
-_SESSION_MAKERS = (
-    "pymupdf.layout.onnx.BoxRFDGNN",
-    "pymupdf.layout.onnx.TableGridExtractor",
-    "pymupdf.layout.onnx.TableGridExtractorV1A",
-)
+# The thread whose parse runs the table finder only where the model saw a table (set
+# under _LOCK, for the parse in progress; 0: none).
+_GATED = [0]
 
 
 def _quiet_session(model_path: Any, providers: Any = None) -> Any:
@@ -56,18 +50,26 @@ def _quiet_session(model_path: Any, providers: Any = None) -> Any:
 
 
 def _install() -> None:
+    """Every module of pymupdf.layout's ONNX package makes its sessions quiet, and the
+    model PyMuPDF built on import (with its own sessions) is dropped, to be built anew."""
     import importlib
+    import pkgutil
 
-    for name in _SESSION_MAKERS:
-        module = importlib.import_module(name)
+    import pymupdf.layout.onnx as onnx_models
+
+    for info in pkgutil.iter_modules(onnx_models.__path__, f"{onnx_models.__name__}."):
+        try:
+            module = importlib.import_module(info.name)
+        except Exception as exc:  # a model of another version: its sessions as they are
+            log.debug("%s not imported (%s)", info.name, type(exc).__name__)
+            continue
         if hasattr(module, "make_session"):
             module.make_session = _quiet_session  # type: ignore[attr-defined]
-        else:  # a later pymupdf_layout: its sessions as it makes them
-            log.debug("%s makes no sessions through make_session", name)
+    pymupdf._get_layout = None  # pymupdf.layout.activate() builds it again
     real = table_html.page_html_tables
 
     def tables_where_the_model_sees_them(page: Any) -> Any:
-        if _GATED[0] and not any(
+        if _GATED[0] == threading.get_ident() and not any(
             box.get("class_name") == "table" for box in page.layout_information or []
         ):
             return []
@@ -87,9 +89,9 @@ def layout_model(*, gate_tables: bool = False) -> Iterator[None]:
             _install()
         pymupdf4llm.use_layout(True)
         _MODEL[:] = [pymupdf._get_layout]
-        _GATED[0] = gate_tables
+        _GATED[0] = threading.get_ident() if gate_tables else 0
         try:
             yield
         finally:
-            _GATED[0] = False
+            _GATED[0] = 0
             pymupdf4llm.use_layout(False)

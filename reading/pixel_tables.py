@@ -185,7 +185,7 @@ def _prose(row: Row, run: list[Row]) -> bool:
 def _headings(above: list[Row], first: Row, height: float) -> list[Row]:
     """The rows of one cell just above a run's `first` row that sit over its later
     columns: headings spanning them ("Year ended" over three years)."""
-    left = first.cells[0].extent[2]
+    left = first.cells[0].extent[0] + height  # right of where the first row starts
     heads: list[Row] = []
     below = first
     for row in reversed(above[-MAX_HEADING_ROWS:]):
@@ -226,29 +226,30 @@ def _grid(run: list[Row], height: float) -> Grid | None:
         if band[0].heading:
             crossed.update((i, j) for j in _heading_span(band[0].cells[0], columns))
             continue
-        for j, x in enumerate(columns):
-            for cell in (cell for row in band for cell in row.cells):
-                c0, c1 = cell.core
-                if c0 < x < c1:
-                    crossed.add((i, j))
-                elif cell.extent[0] < x < cell.extent[2]:
-                    # Its core is on one side: the part over the line moves back to it.
-                    dx = x - cell.extent[0] + 1 if c0 >= x else x - cell.extent[2] - 1
-                    nudges.update(dict.fromkeys(cell.lines, dx))
+        for cell in (cell for row in band for cell in row.cells):
+            over = [j for j, x in enumerate(columns) if cell.extent[0] < x < cell.extent[2]]
+            c0, c1 = cell.core
+            if len(over) == 1 and not c0 < columns[over[0]] < c1:
+                # Its core is on one side: the part over the line moves back to it.
+                x = columns[over[0]]
+                dx = x - cell.extent[0] + 1 if c0 >= x else x - cell.extent[2] - 1
+                nudges.update(dict.fromkeys(cell.lines, dx))
+            else:  # it spans the columns it lies over
+                crossed.update((i, j) for j in over)
     top, bottom = run[0].top, run[-1].bottom
     pad = 0.25 * height
     return Grid((x0 - pad, top - pad, x1 + pad, bottom + pad), columns, row_lines,
                 frozenset(crossed), nudges)  # fmt: skip
 
 
-def _heading_span(cell: Cell, columns: list[float]) -> range:
-    """The column lines a heading over the later columns crosses: it spans as many
-    columns on each side of the one under its middle as there are (the first column,
-    the rows' labels, aside), as "Year ended" is centred over its years."""
-    middle = (cell.extent[0] + cell.extent[2]) / 2
-    k = sum(x < middle for x in columns)  # the column under its middle
-    reach = min(k - 1, len(columns) - k)
-    return range(k - reach, k + reach) if reach > 0 else range(0)
+def _heading_span(cell: Cell, columns: list[float]) -> set[int]:
+    """The column lines a heading over the later columns crosses: those under it, and
+    as many columns on each side of the one under its middle as there are (the first
+    column, the rows' labels, aside), as "Year ended" is centred over its years."""
+    x0, _, x1, _ = cell.extent
+    k = sum(x < (x0 + x1) / 2 for x in columns)  # the column under its middle
+    reach = max(0, min(k - 1, len(columns) - k))
+    return set(range(k - reach, k + reach)) | {j for j, x in enumerate(columns) if x0 < x < x1}
 
 
 def _bands(run: list[Row], columns: list[float], height: float) -> list[list[Row]]:

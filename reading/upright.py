@@ -18,18 +18,18 @@ from typing import Any
 
 import pymupdf
 
-# A line's writing direction (PyMuPDF's `dir`, rounded) -> the clockwise turn that
-# makes it run left to right.
-_TURNS = {(0, 1): 90, (-1, 0): 180, (0, -1): 270}
+# A line's writing direction (PyMuPDF's `dir`, rounded) -> how far it is turned from
+# left to right, clockwise: the counter-clockwise turn of `show_pdf_page` that undoes it.
+_TURNS = {(1, 0): 0, (0, 1): 90, (-1, 0): 180, (0, -1): 270}
 # The share of a page's characters that must run one way for the page to be turned: a
 # sideways table under an upright running head, not a page of upright and turned parts.
 MIN_SHARE = 0.85
 
 
-def text_turn(page: Any) -> int:
-    """The clockwise quarter turns (degrees) that set most of `page`'s text (in its
-    unrotated frame) running left to right: 0 when it already does, or when no
-    direction holds `MIN_SHARE` of its characters."""
+def text_turn(page: Any) -> int | None:
+    """How far most of `page`'s text (in its unrotated frame) is turned from running left
+    to right, in clockwise degrees; None when no direction holds `MIN_SHARE` of its
+    characters (or it has none)."""
     weights: Counter[tuple[int, int]] = Counter()
     for block in page.get_text("dict", flags=pymupdf.TEXTFLAGS_TEXT)["blocks"]:
         for line in block.get("lines", []):
@@ -37,15 +37,19 @@ def text_turn(page: Any) -> int:
             weights[(round(dx), round(dy))] += sum(len(s["text"].strip()) for s in line["spans"])
     total = sum(weights.values())
     if not total:
-        return 0
+        return None
     direction, chars = weights.most_common(1)[0]
-    return _TURNS.get(direction, 0) if chars >= MIN_SHARE * total else 0
+    return _TURNS.get(direction) if chars >= MIN_SHARE * total else None
 
 
-def turned(page: Any) -> int:
-    """How far `page` is from upright, in clockwise degrees: its `/Rotate` and the turn
-    of its text (0: read it as it is)."""
-    return (int(page.rotation) + text_turn(page)) % 360 if page.rotation else text_turn(page)
+def turned(page: Any) -> int | None:
+    """How far `page`'s text is turned as displayed (its `/Rotate` and the turn of its
+    text, clockwise degrees), where it is to be read from an upright copy; None: read
+    it as it is (upright, or no direction holds most of its text)."""
+    turn = text_turn(page)
+    if turn is None or not (page.rotation or turn):
+        return None
+    return (int(page.rotation) + turn) % 360
 
 
 @contextmanager
@@ -56,7 +60,7 @@ def upright_copy(doc: Any, index: int) -> Iterator[Any]:
         page = plain[0]
         page.set_rotation(0)
         turn = text_turn(page)
-        if not turn:
+        if not turn:  # upright once its /Rotate is undone (or undecided: as it is)
             yield plain
             return
         with pymupdf.Document() as out:  # type: ignore[no-untyped-call]

@@ -13,10 +13,13 @@ Parts, each timed exclusive of the parts it calls:
 - OCR: RapidOCR on the page's pixels;
 - column split: `reading/columns.py` on OCR lines;
 - table finder: PyMuPDF's HTML table engine and `reading/pixel_tables.py`;
-- layout model: pymupdf4llm's parse (the ONNX layout model and its Markdown), the rest.
+- layout model: pymupdf4llm's parse (the ONNX layout model, its boxes and lines).
+What no part holds (the Markdown written, blocks, table repairs, PNG decoding) counts
+in a page's total only: a few per cent.
 
 Beside the default reader, pymupdf4llm's own layout mode (`to_markdown` with its layout
-model on) reads the born-digital pages, in the same run: the library the reader builds on.
+model on, no OCR) reads the born-digital text pages, in the same run: the library the
+reader builds on, with the same model (reading/layout_model.py's sessions).
 """
 
 from __future__ import annotations
@@ -186,7 +189,8 @@ def _library_seconds(data: bytes, repeats: int) -> float:
 
 def _print(spent: dict[str, list[float]], parts: dict[str, dict[str, float]],
            library: list[float], repeats: int) -> None:  # fmt: skip
-    print(f"CPU seconds per page, median of {repeats} reads each (pages/s per core = 1 / s)")
+    print(f"CPU seconds per page, {repeats} reads of each (median over a kind's reads; "
+          "pages/s per core: pages over their CPU seconds)")  # fmt: skip
     print("| kind | pages | CPU-s per page (median) | pages/s per core | " +
           " | ".join(PARTS) + " |")  # fmt: skip
     print("|---|---:|---:|---:|" + "---:|" * len(PARTS))

@@ -149,3 +149,26 @@ def test_any_boxes_give_grids_inside_their_bounds(
         assert grid.rows == sorted(grid.rows) and all(y0 < y < y1 for y in grid.rows)
         assert all(0 <= i <= len(grid.rows) and 0 <= j < len(grid.columns) for i, j in grid.crossed)
         assert set(grid.nudges) <= set(range(len(lines)))
+
+
+def test_a_heading_over_two_columns_spans_both() -> None:
+    # "Year ended" centred over two years: its middle on the line between them.
+    lines = [box("Year ended", 560, 350, 160)]
+    rows = [["", "2025", "2024"], ["Revenue", "178", "141"], ["Costs", "3,423", "2,532"],
+            ["Total", "3,601", "2,673"]]  # fmt: skip
+    lines += [box(t, [100, 520, 700][c], 390 + r * 1.5 * H)
+              for r, row in enumerate(rows) for c, t in enumerate(row) if t]  # fmt: skip
+    (grid,) = find_grids(lines)
+    assert len(grid.columns) == 2 and (0, 1) in grid.crossed and (0, 0) not in grid.crossed
+    read = layout.read_lines(WIDTH, HEIGHT, lines, keep_headers=False)
+    assert '<th colspan="2">Year ended</th>' in read.markdown
+
+
+def test_a_layout_model_failure_is_the_models_not_the_table_finders(monkeypatch) -> None:
+    # The policy answers for the model (its lines, its warning): not read again here.
+    def broken(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("model")
+
+    monkeypatch.setattr(layout.document_layout, "parse_document", broken)
+    with pytest.raises(RuntimeError, match="model"):
+        layout.read_lines(WIDTH, HEIGHT, bill(), keep_headers=False)
