@@ -110,7 +110,7 @@ def layout_pages(doc: Any, pages: Sequence[int], *,
     for n in pages:
         turn = turns[n]
         if turn is not None:
-            with upright_copy(doc, n) as copy:
+            with upright_copy(doc, n, turn) as copy:
                 rect = copy[0].rect
                 reading = _layout_straight(copy, [0], keep_headers)[1]
             read[n + 1] = replace(reading, turn=turn, size=(rect.width, rect.height))

@@ -53,14 +53,16 @@ def turned(page: Any) -> int | None:
 
 
 @contextmanager
-def upright_copy(doc: Any, index: int) -> Iterator[Any]:
-    """A one-page document holding `doc`'s page `index` (0-based) upright."""
+def upright_copy(doc: Any, index: int, degrees: int) -> Iterator[Any]:
+    """A one-page document holding `doc`'s page `index` (0-based) upright: the page
+    `degrees` from upright, as `turned()` measured it."""
     with pymupdf.Document() as plain:  # type: ignore[no-untyped-call]
         plain.insert_pdf(doc, from_page=index, to_page=index)
         page = plain[0]
+        # The text's own turn: what is left of `degrees` once the /Rotate is undone.
+        turn = (degrees - int(doc[index].rotation)) % 360
         page.set_rotation(0)
-        turn = text_turn(page)
-        if not turn:  # upright once its /Rotate is undone (or undecided: as it is)
+        if not turn:  # upright once its /Rotate is undone
             yield plain
             return
         with pymupdf.Document() as out:  # type: ignore[no-untyped-call]
