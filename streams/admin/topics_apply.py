@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
@@ -91,7 +92,8 @@ def apply(
             fut.result()
     changes.extend(_align_configs(admin, declared, to_check))
     # Creation and partition growth reach the brokers' metadata asynchronously;
-    # return only once they are visible, so the next `apply` sees a settled state.
+    # return only once they are visible and led, so the next `apply` sees a settled
+    # state and the first producer finds a leader.
     _await_visible(
         admin,
         {t.topic: t.num_partitions for t in to_create}
@@ -104,11 +106,20 @@ def _await_visible(admin: AdminClient, want: dict[str, int]) -> None:
     deadline = time.monotonic() + _TIMEOUT_S
     while want:
         topics = admin.list_topics(timeout=_TIMEOUT_S).topics
-        want = {n: p for n, p in want.items() if n not in topics or len(topics[n].partitions) < p}
+        want = {n: p for n, p in want.items() if not _led(topics.get(n), p)}
         if want and time.monotonic() > deadline:
-            raise TimeoutError(f"topics not visible after {_TIMEOUT_S}s: {sorted(want)}")
+            raise TimeoutError(f"topics without leaders after {_TIMEOUT_S}s: {sorted(want)}")
         if want:
             time.sleep(0.1)
+
+
+def _led(meta: Any, partitions: int) -> bool:
+    """Every partition listed, each with a leader. A partition without one refuses
+    produce requests, and a new idempotent producer's first batch retried behind later
+    ones can then be reported delivered though never written (confluent-kafka-go#921)."""
+    if meta is None or len(meta.partitions) < partitions:
+        return False
+    return all(p.leader >= 0 and p.error is None for p in meta.partitions.values())
 
 
 def _create(admin: AdminClient, topics: list[NewTopic], changes: list[Change]) -> list[Change]:

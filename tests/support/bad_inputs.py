@@ -287,7 +287,8 @@ def refusals(into: list[str]) -> Callable[[Any, Any], None]:
     counts only what is still queued, so a refused record is otherwise silent, and a
     test counting what each hostile record became would find it missing with no reason
     (twice on 2026-11-28, under load: four records of one partition never reached the
-    GPU node, two never reached the agents; the cause is not known yet)."""
+    GPU node, two never reached the agents). A record reported delivered without an
+    offset was never written either: see OVER_LIMIT_PRODUCER_CONFIG."""
 
     def report(err: Any, msg: Any) -> None:
         if err is not None:
