@@ -31,8 +31,18 @@ STOP_TIMEOUT_S = 60.0
 PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("table (changelog)", ("faust/tables", "json_table.py", "document_entries.py")),
     ("commit", ("commit", "ack_window.py")),
-    ("produce", ("aiokafka/producer", "send_and_wait", "produce")),
-    ("poll", ("aiokafka/consumer", "getmany", "faust/transport")),
+    ("produce", ("aiokafka/producer", "send_and_wait", "produce", "await_acks")),
+    (
+        "poll",
+        (
+            "aiokafka/consumer",
+            "getmany",
+            "faust/transport",
+            "poll_batch",
+            "from_message",
+            "from_faust_event",
+        ),
+    ),
     ("decode + validate", ("model_validate", "validate_json", "decode (", "json/decoder")),
     ("encode", ("model_dump", "dump_json", "encode (", "json/encoder", "envelope.py")),
     ("step", ("routing.py", "route.py", "deliver.py", "failure_policy.py")),

@@ -76,12 +76,18 @@ def _group_ready(admin: AdminClient, group: str, topic: str, spec: TopicSpec, wo
     )
 
 
-def _start_worker(env: dict[str, str], cwd: Path, log: Path) -> subprocess.Popen[bytes]:
-    script = Path(sys.executable).with_name("pagestream")
+# The worker each loop runs: today's faust worker, or the batched candidate (batched.py).
+LOOPS = {
+    "faust": [str(Path(sys.executable).with_name("pagestream")), "agents"],
+    "batched": [sys.executable, "-m", "bench.agents.batched"],
+}
+
+
+def _start_worker(env: dict[str, str], cwd: Path, log: Path, loop: str) -> subprocess.Popen[bytes]:
     worker_env = dict(env, PAGESTREAM_AGENTS__WEB_PORT=str(free_port()))
     with log.open("wb") as sink:  # the child keeps its own descriptor
         return subprocess.Popen(  # noqa: S603
-            [str(script), "agents"], env=worker_env, cwd=cwd, stdout=sink, stderr=sink
+            LOOPS[loop], env=worker_env, cwd=cwd, stdout=sink, stderr=sink
         )
 
 
@@ -94,6 +100,7 @@ class Run:
     kafka_settings: KafkaSettings
     tmp: Path
     timeout_s: float
+    loop: str = "faust"
     prefix: str = field(default_factory=lambda: f"bench{uuid.uuid4().hex[:8]}.")
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
@@ -119,7 +126,9 @@ class Run:
             # Deadline ticks would add records to docs.pages.done mid-run.
             "PAGESTREAM_AGENTS__TICK_INTERVAL_S": "86400",
         }
-        self.procs.extend(_start_worker(env, self.run_dir, log) for log in self.logs)
+        if self.loop != "faust":  # run from the repository: bench is not installed
+            env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+        self.procs.extend(_start_worker(env, self.run_dir, log, self.loop) for log in self.logs)
 
     def check(self, since: float) -> None:
         for log, proc in zip(self.logs, self.procs, strict=True):
@@ -199,10 +208,11 @@ def measure(
     *,
     prefill: bool,
     profile: Path | None = None,
+    loop: str = "faust",
 ) -> Result:
     """One run; with `profile`, py-spy samples the first worker from the first record on
     (bench/agents/profile.py) and writes its flame graph there."""
-    run = Run(agent, workers, kafka_settings, tmp, timeout_s)
+    run = Run(agent, workers, kafka_settings, tmp, timeout_s, loop)
     profiler: Profiler | None = None
     messages = copies(agent.page(str(run.blob_root)), n)
     start_s: float | None = None
@@ -230,4 +240,4 @@ def measure(
     assert outputs >= n, f"{run.work} holds {outputs} records, expected at least {n}"
     dead = sum(_log_end(run.admin, run.dlq, DLQ).values())
     assert dead == 0, f"{dead} dead letters in {run.dlq}"
-    return replace(result, start_s=start_s, outputs=outputs, cpu_s=cpu_s)
+    return replace(result, start_s=start_s, outputs=outputs, cpu_s=cpu_s, loop=loop)
