@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cache
+
 from schemas.common import Record
 
 # On every record.
@@ -60,6 +62,7 @@ TICK_SCHEMA = "Tick/1"
 REPLAY_COUNT = "pagestream.replay.count"
 
 
+@cache  # one per record type, asked for by every record written
 def schema_header(model_cls: type[Record]) -> str:
     """The `pagestream-schema` value for a record type, e.g. "DocumentSubmitted/1"."""
     version = model_cls.model_fields["schema_version"].default

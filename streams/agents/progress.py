@@ -7,8 +7,6 @@ which `pagestream status` reads back (streams/client/status.py).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from schemas import DocumentResult, PageState, Progress, ProgressStage
 from schemas.common import Stage
 from streams.client.progress import partition_of, record_key
@@ -28,9 +26,9 @@ def stage_of(topology: Topology, topic: str) -> ProgressStage | None:
 
 def _record(topology: Topology, progress: Progress, origin: Origin) -> Outgoing:
     key = record_key(progress.doc_id, progress.page_no)
-    out = next_record(topology.name(PROGRESS), key, progress, origin,
-                      f"progress:{key}:{progress.stage}")  # fmt: skip
-    return replace(out, partition=partition_of(progress.doc_id))
+    return next_record(topology.name(PROGRESS), key, progress, origin,
+                       f"progress:{key}:{progress.stage}",
+                       partition=partition_of(progress.doc_id))  # fmt: skip
 
 
 def page_moved(topology: Topology, page: PageState, topic: str, origin: Origin) -> list[Outgoing]:

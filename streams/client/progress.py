@@ -12,6 +12,8 @@ reader (streams/client/status.py); the record itself is schemas.Progress.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from streams.kafka.partitioning import partition_for
 from streams.topics import PROGRESS
 
@@ -26,6 +28,7 @@ def is_key_of(key: bytes, doc_id: str) -> bool:
     return key == doc_id.encode() or key.startswith(f"{doc_id}/".encode())
 
 
+@lru_cache(maxsize=4096)  # murmur2 in Python: a document's pages ask again and again
 def partition_of(doc_id: str) -> int:
     """The docs.progress partition that holds every record of `doc_id`."""
     return partition_for(doc_id.encode(), PROGRESS.partitions)

@@ -199,7 +199,14 @@ def first_record(topic: str, key: str, record: Record, *, parent: str | None = N
 
 
 def next_record(
-    topic: str, key: str, record: Record, origin: Origin, step: str, *, value: bytes | None = None
+    topic: str,
+    key: str,
+    record: Record,
+    origin: Origin,
+    step: str,
+    *,
+    value: bytes | None = None,
+    partition: int | None = None,
 ) -> Outgoing:
     """What one hop emits for `origin`: derived event id, child span of its trace.
     `value`: `encode(record)`, when the caller has it already."""
@@ -212,6 +219,7 @@ def next_record(
             event_id=derived_event_id(origin, step),
             traceparent=child_traceparent(origin.header(headers.TRACEPARENT)),
         ),
+        partition,
     )
 
 
