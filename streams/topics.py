@@ -152,6 +152,12 @@ class Topology:
         """The agents' faust app id, which is also their consumer group."""
         return f"{self.prefix}{self.agents_app_id}"
 
+    @property
+    def route_group(self) -> str:
+        """route's consumer group (streams/agents/batches.py): its own, beside the faust
+        app's, since a group's members share one assignment protocol."""
+        return f"{self.agents_app}-route"
+
     def own(self, name: str) -> str:
         """A consumer group or transactional id of this pipeline on the cluster: behind
         the same prefix as its topics, so two prefixed pipelines on one cluster never

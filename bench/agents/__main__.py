@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from bench.agents.figures import report, report_profile, report_versus
+from bench.agents.figures import report, report_profile
 from bench.agents.run import measure, wait_for_coordinator
 from bench.agents.work import AGENTS
 from bench.cluster import cluster
@@ -31,13 +31,6 @@ def main(
     ] = False,
     timeout: Annotated[float, typer.Option(help="seconds per run")] = 600.0,
     bootstrap: Annotated[str | None, typer.Option(help="use this cluster")] = None,
-    versus_batched: Annotated[
-        bool,
-        typer.Option(
-            help="instead: route's faust worker against the batched candidate "
-            "(bench/agents/batched.py), one worker each, alternately"
-        ),
-    ] = False,
     profile: Annotated[
         Path | None,
         typer.Option(
@@ -54,29 +47,6 @@ def main(
     with cluster(bootstrap) as (address, scratch):
         kafka_settings = KafkaSettings(bootstrap_servers=address)
         wait_for_coordinator(kafka.admin(kafka_settings))
-        if versus_batched and profile is not None:
-            for loop in ("faust", "batched"):
-                measure(AGENTS["route"], 1, records, kafka_settings, scratch, timeout,
-                        prefill=False, profile=profile / loop, loop=loop)  # fmt: skip
-                report_profile(AGENTS["route"], profile / loop)
-            return
-        if versus_batched:
-            versus = [
-                measure(
-                    AGENTS["route"],
-                    1,
-                    records,
-                    kafka_settings,
-                    scratch,
-                    timeout,
-                    prefill=prefill,
-                    loop=loop,
-                )
-                for _ in range(repeats)
-                for loop in ("faust", "batched")
-            ]
-            report_versus(AGENTS["route"], versus)
-            return
         for name in names:
             if profile is not None:
                 result = measure(AGENTS[name], 1, records, kafka_settings, scratch, timeout,

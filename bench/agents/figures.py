@@ -35,7 +35,6 @@ class Result:
     output_s: float
     output_records: int  # appended to gpu.classify within output_s
     cpu_s: float = math.nan  # the workers' CPU time (user + system) while they worked
-    loop: str = "faust"  # the worker's loop (run.py's LOOPS)
 
     @property
     def rate(self) -> float:
@@ -138,25 +137,3 @@ def report_profile(agent: Agent, folder: Path) -> None:
     for part, share in shares(folder / f"{agent.name}.folded").items():
         table.add_row(part, f"{share:.1%}")
     out.print(table)
-
-
-def report_versus(agent: Agent, results: list[Result]) -> None:
-    """One worker of each loop, run alternately: every run, then each loop's medians and
-    the ratios of the batched candidate to today's faust worker, run by run."""
-    title = f"{agent.name}: one worker per loop, {results[0].records} records"
-    table = Table("loop", "total s", "rec/s outputs", "rec/CPU-s", title=title)
-    for r in results:
-        table.add_row(r.loop, f"{r.total_s:.2f}", f"{r.output_rate:.0f}", f"{r.cpu_rate:.0f}")
-    out.print(table)
-    faust = [r for r in results if r.loop == "faust"]
-    batched = [r for r in results if r.loop == "batched"]
-    pairs = list(zip(faust, batched, strict=True))
-    summary = Table("figure", "median (min-max)", title=f"{agent.name}: batched vs. faust")
-    for name, runs in (("faust", faust), ("batched", batched)):
-        summary.add_row(f"{name}: rec/s outputs", _spread([r.output_rate for r in runs]))
-        summary.add_row(f"{name}: rec per worker CPU-second", _spread([r.cpu_rate for r in runs]))
-    outputs = [ratio(b.output_rate, a.output_rate) for a, b in pairs]
-    per_cpu = [ratio(b.cpu_rate, a.cpu_rate) for a, b in pairs]
-    summary.add_row("batched / faust, rec/s outputs", _spread_ratio(outputs))
-    summary.add_row("batched / faust, rec per CPU-second", _spread_ratio(per_cpu))
-    out.print(summary)

@@ -31,14 +31,14 @@ STOP_TIMEOUT_S = 60.0
 PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("table (changelog)", ("faust/tables", "json_table.py", "document_entries.py")),
     ("commit", ("commit", "ack_window.py")),
-    ("produce", ("aiokafka/producer", "send_and_wait", "produce", "await_acks")),
+    ("produce", ("aiokafka/producer", "send_and_wait", "produce", "_flush (")),
     (
         "poll",
         (
             "aiokafka/consumer",
             "getmany",
             "faust/transport",
-            "poll_batch",
+            "_poll (",
             "from_message",
             "from_faust_event",
         ),

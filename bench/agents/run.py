@@ -76,18 +76,12 @@ def _group_ready(admin: AdminClient, group: str, topic: str, spec: TopicSpec, wo
     )
 
 
-# The worker each loop runs: today's faust worker, or the batched candidate (batched.py).
-LOOPS = {
-    "faust": [str(Path(sys.executable).with_name("pagestream")), "agents"],
-    "batched": [sys.executable, "-m", "bench.agents.batched"],
-}
-
-
-def _start_worker(env: dict[str, str], cwd: Path, log: Path, loop: str) -> subprocess.Popen[bytes]:
+def _start_worker(env: dict[str, str], cwd: Path, log: Path) -> subprocess.Popen[bytes]:
+    script = Path(sys.executable).with_name("pagestream")
     worker_env = dict(env, PAGESTREAM_AGENTS__WEB_PORT=str(free_port()))
     with log.open("wb") as sink:  # the child keeps its own descriptor
         return subprocess.Popen(  # noqa: S603
-            LOOPS[loop], env=worker_env, cwd=cwd, stdout=sink, stderr=sink
+            [str(script), "agents"], env=worker_env, cwd=cwd, stdout=sink, stderr=sink
         )
 
 
@@ -100,7 +94,6 @@ class Run:
     kafka_settings: KafkaSettings
     tmp: Path
     timeout_s: float
-    loop: str = "faust"
     prefix: str = field(default_factory=lambda: f"bench{uuid.uuid4().hex[:8]}.")
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
@@ -111,7 +104,7 @@ class Run:
         self.facts, self.work, self.dlq = (
             topo.name(t) for t in (self.agent.source, self.agent.sink, DLQ)
         )
-        self.group = topo.agents_app
+        self.group = self.agent.group(topo)
         self.blob_root = self.tmp / f"blobs-{self.prefix}"
         self.run_dir = self.tmp / f"run-{self.prefix}"
         self.run_dir.mkdir()  # faust may create its data folder in the working directory
@@ -126,9 +119,7 @@ class Run:
             # Deadline ticks would add records to docs.pages.done mid-run.
             "PAGESTREAM_AGENTS__TICK_INTERVAL_S": "86400",
         }
-        if self.loop != "faust":  # run from the repository: bench is not installed
-            env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
-        self.procs.extend(_start_worker(env, self.run_dir, log, self.loop) for log in self.logs)
+        self.procs.extend(_start_worker(env, self.run_dir, log) for log in self.logs)
 
     def check(self, since: float) -> None:
         for log, proc in zip(self.logs, self.procs, strict=True):
@@ -208,11 +199,10 @@ def measure(
     *,
     prefill: bool,
     profile: Path | None = None,
-    loop: str = "faust",
 ) -> Result:
     """One run; with `profile`, py-spy samples the first worker from the first record on
     (bench/agents/profile.py) and writes its flame graph there."""
-    run = Run(agent, workers, kafka_settings, tmp, timeout_s, loop)
+    run = Run(agent, workers, kafka_settings, tmp, timeout_s)
     profiler: Profiler | None = None
     messages = copies(agent.page(str(run.blob_root)), n)
     start_s: float | None = None
@@ -240,4 +230,4 @@ def measure(
     assert outputs >= n, f"{run.work} holds {outputs} records, expected at least {n}"
     dead = sum(_log_end(run.admin, run.dlq, DLQ).values())
     assert dead == 0, f"{dead} dead letters in {run.dlq}"
-    return replace(result, start_s=start_s, outputs=outputs, cpu_s=cpu_s, loop=loop)
+    return replace(result, start_s=start_s, outputs=outputs, cpu_s=cpu_s)

@@ -14,7 +14,7 @@ from streams.kafka import clients as kafka
 from streams.kafka.envelope import first_record
 from streams.routing import next_step
 from streams.settings import KafkaSettings
-from streams.topics import GPU_CLASSIFY, ORIENTED, PAGES_DONE, RESULTS, TopicSpec
+from streams.topics import GPU_CLASSIFY, ORIENTED, PAGES_DONE, RESULTS, TopicSpec, Topology
 
 
 def oriented(blob_root: str) -> PageState:
@@ -58,17 +58,18 @@ def classified(blob_root: str) -> PageState:
 
 @dataclass(frozen=True)
 class Agent:
-    """What one agent's runs read, write and are fed."""
+    """What one agent's runs read, write and are fed, and the group that commits."""
 
     name: str
     source: TopicSpec
     sink: TopicSpec
     page: Callable[[str], PageState]
+    group: Callable[[Topology], str]
 
 
 AGENTS = {
-    "route": Agent("route", ORIENTED, GPU_CLASSIFY, oriented),
-    "deliver": Agent("deliver", PAGES_DONE, RESULTS, classified),
+    "route": Agent("route", ORIENTED, GPU_CLASSIFY, oriented, lambda t: t.route_group),
+    "deliver": Agent("deliver", PAGES_DONE, RESULTS, classified, lambda t: t.agents_app),
 }
 
 Message = tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]  # value, key, headers

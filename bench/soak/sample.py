@@ -135,7 +135,8 @@ class Sampler(threading.Thread):
 
     def run(self) -> None:
         topo = self.settings.topology
-        groups = {topo.agents_app: "agents", self.settings.gpu_group: "gpu-node"}
+        groups = {topo.agents_app: "agents", topo.route_group: "route",
+                  self.settings.gpu_group: "gpu-node"}  # fmt: skip
         admin = kafka.admin(self.settings.kafka)
         counter = record_counter(self.settings.kafka)
         table = TableSize(self.settings)

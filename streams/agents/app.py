@@ -1,17 +1,20 @@
-"""The faust app: ingest, route, deliver and notify wired to their topics.
+"""The faust app: ingest, deliver and notify wired to their topics, and route's loop.
 
 Workers of the same app (same topic prefix and app_id) form one consumer group
 and share the partitions: start more `pagestream agents` processes to scale. The
 logic lives in ingest.py, route.py, deliver.py and notify.py as plain objects from
 a consumed record (`streams.kafka.envelope.Origin`) to the records to send; this module
-only builds them, registers the loops that feed them (pipelined.py) and moves bytes.
-Agents are at-least-once (faust's exactly_once is unreliable): an input counts as
-processed (faust may commit its offset) only once the broker acknowledged every output.
-ingest renders up to `agents.render_processes` documents at once and acknowledges each
-partition's inputs in order; route and deliver keep up to `agents.max_in_flight`
-records in flight and acknowledge their inputs in order as the outputs are
-acknowledged (ack_window.py); notify POSTs up to `agents.webhook_concurrency` webhooks at
-once and acknowledges its inputs per partition in order (notify.py).
+only builds them, registers the loops that feed them (pipelined.py, batches.py) and
+moves bytes. Agents are at-least-once (faust's exactly_once is unreliable): an input
+counts as processed (its offset may be committed) only once the broker acknowledged
+every output. ingest renders up to `agents.render_processes` documents at once and
+acknowledges each partition's inputs in order; deliver keeps up to
+`agents.max_in_flight` records in flight and acknowledges its inputs in order as the
+outputs are acknowledged (ack_window.py); notify POSTs up to
+`agents.webhook_concurrency` webhooks at once and acknowledges its inputs per partition
+in order (notify.py). route runs outside faust, in a thread of the worker: batches of
+up to `agents.max_in_flight` records on confluent-kafka, in its own consumer group
+(`<app id>-route`; batches.py says why).
 """
 
 from __future__ import annotations
@@ -19,18 +22,22 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import faust
+import mode
 import uvloop
 from aiokafka.errors import KafkaError
 from faust.exceptions import ProducerSendError
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from streams.agents import batches
+from streams.agents.batches import BatchLoop
 from streams.agents.consumer import Transport
 from streams.agents.deliver import Deliver
 from streams.agents.failure_policy import RecordHandling, Submit
@@ -39,8 +46,11 @@ from streams.agents.json_table import JsonTable
 from streams.agents.metrics import AgentMetrics
 from streams.agents.notify import WebhookNotifier
 from streams.agents.pipelined import DeliverStep, Pipelined
+from streams.agents.route import STAGE as ROUTE
 from streams.agents.route import Router
+from streams.agents.takeover import Takeover
 from streams.blobs import BlobStore
+from streams.kafka import clients as kafka
 from streams.kafka.dead_letters import DeadLetters
 from streams.kafka.envelope import Origin, Outgoing, tick
 from streams.media.raster import Budget, PageEncoding
@@ -58,6 +68,8 @@ from streams.topics import (
     RECOGNIZED,
     WEBHOOKS,
 )
+
+log = logging.getLogger(__name__)
 
 
 def _submitter(app: faust.App) -> Submit:
@@ -143,7 +155,6 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
                       progress=agents.progress_events)  # fmt: skip
 
     raw_topic = app.topic(topo.name(RAW))
-    facts_topic = app.topic(*(topo.name(t) for t in (ORIENTED, CLASSIFIED, EXTRACTED, RECOGNIZED)))
     done_topic = app.topic(topo.name(PAGES_DONE))
     webhooks_topic = app.topic(topo.name(WEBHOOKS))
 
@@ -195,9 +206,6 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
             render_threads, partial(context.run, ingest.handle, origin, abandon)
         )
 
-    async def route_step(origin: Origin) -> list[Outgoing]:
-        return route.handle(origin)
-
     pipelined = Pipelined(handling, metrics, agents.max_in_flight)
     cast(Transport, app.transport).before_wait_empty.append(pipelined.hand_back_renders)
 
@@ -207,10 +215,9 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
         async for _ in pipelined.ingest(stream, ingest_step, 2 * renderer.size):
             yield None
 
-    @app.agent(facts_topic, name="route")
-    async def route_agent(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
-        async for _ in pipelined.route(stream, route_step):
-            yield None
+    # A dependency of the app, not an @app.service: those start only once faust's tables
+    # are recovered, and a worker still recovering (or rebalancing) would route nothing.
+    app.add_dependency(_RouteThread(partial(_route_loop, settings, route, metrics, blobs)))
 
     deliver_step = DeliverStep(deliver, pages, metrics)
 
@@ -250,6 +257,74 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
 LOOP_LAG_SAMPLE_S = 0.1
 
 
+def _route_loop(
+    settings: Settings, route: Router, metrics: AgentMetrics, blobs: BlobStore
+) -> BatchLoop:
+    """route's loop (batches.py): its own group, taking over where the faust app's
+    route agent left each partition (it consumed the facts topics until 2026-12)."""
+    topo = settings.topology
+    dead_letters = DeadLetters(topo.name(DLQ), group=topo.route_group,
+                               max_record_bytes=settings.kafka.max_record_bytes,
+                               counter=metrics.dead_letters,
+                               blobs=blobs)  # fmt: skip
+    return BatchLoop(
+        ROUTE,
+        route.handle,
+        consumer=batches.consumer(
+            settings.kafka,
+            topo.route_group,
+            **{
+                "session.timeout.ms": int(settings.agents.session_timeout_s * 1000),
+                "heartbeat.interval.ms": int(settings.agents.heartbeat_interval_s * 1000),
+            },
+        ),
+        producer=kafka.producer(
+            settings.kafka, **{"linger.ms": settings.agents.producer_linger_ms}
+        ),
+        topics=[topo.name(t) for t in (ORIENTED, CLASSIFIED, EXTRACTED, RECOGNIZED)],
+        dead_letters=dead_letters,
+        metrics=metrics,
+        batch=settings.agents.max_in_flight,
+        takeover=Takeover(kafka.admin(settings.kafka), topo.agents_app),
+    )
+
+
+class _RouteThread(mode.Service):
+    """route's loop in a thread of this worker, started with the faust app (before it
+    waits for its tables' recovery, which route does not need) and stopped with it: it
+    leaves its group then, so its partitions move at once."""
+
+    # Set when the loop died: the worker then exits with status 1, to be restarted
+    # (mode's crash alone stops the worker with status 0). One route loop per process.
+    failed: ClassVar[threading.Event] = threading.Event()
+
+    def __init__(self, batch_loop: Callable[[], BatchLoop], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._batch_loop = batch_loop  # its clients made on start, not when the app is built
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    async def on_start(self) -> None:
+        loop = asyncio.get_running_loop()
+        batch_loop = self._batch_loop()
+
+        def target() -> None:
+            try:
+                batch_loop.run(self._stopping)
+            except BaseException as exc:  # the worker goes down with it, to be restarted
+                log.exception("route's loop failed")
+                _RouteThread.failed.set()
+                loop.call_soon_threadsafe(asyncio.ensure_future, self.crash(exc))
+
+        self._thread = threading.Thread(target=target, name="route", daemon=True)
+        self._thread.start()
+
+    async def on_stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join, 30)
+
+
 class _Worker(faust.Worker):
     """faust's worker without its start-up spinner: to spin on every log line, faust
     sets the root logger to DEBUG for good, so every debug line of aiokafka and faust
@@ -267,4 +342,9 @@ def run_worker(settings: Settings, loglevel: str = "WARNING") -> None:
     tracing.setup(settings.tracing, "pagestream-agents")
     app = build_app(settings)
     worker = _Worker(app, loglevel=loglevel, redirect_stdouts=False)
-    worker.execute_from_commandline()
+    try:
+        worker.execute_from_commandline()
+    except SystemExit as done:
+        if _RouteThread.failed.is_set() and not done.code:
+            raise SystemExit(1) from None
+        raise

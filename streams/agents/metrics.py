@@ -84,6 +84,17 @@ class AgentMetrics:
         self.records_out.labels(agent).inc(len(emits) - failed)
         self.latency.labels(agent).observe(seconds)
 
+    def record_batch(self, agent: str, emits: list[list[Outgoing]], seconds: float) -> None:
+        """`record` for a batch of records (each one's emits), all taken and acknowledged
+        together in `seconds`: each counter moved once."""
+        failed = sum(1 for out in emits for e in out if e.topic == self.dlq_topic)
+        self.records_in.labels(agent).inc(len(emits))
+        self.records_failed.labels(agent).inc(failed)
+        self.records_out.labels(agent).inc(sum(len(out) for out in emits) - failed)
+        latency = self.latency.labels(agent)
+        for _ in emits:
+            latency.observe(seconds)
+
     def ended(self, outcomes: list[tuple[str, str]]) -> None:
         for status, cause in outcomes:
             self.documents_ended.labels(status, cause).inc()

@@ -1,9 +1,10 @@
-"""The agents' loops: how ingest, route and deliver take records from faust's streams.
+"""The faust agents' loops: how ingest and deliver take records from faust's streams
+(route has its own loop, outside faust: batches.py).
 
 app.py registers them as faust agents. Each loop takes records while earlier ones are
 on their way and acknowledges its inputs in order once their outputs are
 (streams/agents/ack_window.py): ingest renders up to `agents.render_processes` documents
-at once and acknowledges each partition's inputs in order; route and deliver keep up to
+at once and acknowledges each partition's inputs in order; deliver keeps up to
 `agents.max_in_flight` records in flight. Every record goes through RecordHandling
 (failure_policy.py), which retries the world's failures and dead-letters the record's.
 
@@ -22,23 +23,21 @@ import contextvars
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, MutableSet
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol, cast
 
 import faust
-from opentelemetry.util.types import AttributeValue
 
 from schemas import headers
 from streams.agents.ack_window import InFlight, Window
 from streams.agents.deliver import Deliver, Delivery
-from streams.agents.failure_policy import RecordHandling, Sent, Step
+from streams.agents.failure_policy import RecordHandling, Sent
 from streams.agents.json_table import JsonTable
 from streams.agents.metrics import AgentMetrics
+from streams.agents.spans import hop_span
 from streams.kafka.envelope import Origin, Outgoing
 from streams.media.sandbox import Abandon
-from streams.telemetry import tracing
 
 log = logging.getLogger(__name__)
 
@@ -82,20 +81,6 @@ class _Taken:
                 self.task.result()  # raises only if the agent is going down anyway
 
 
-def _hop(name: str, origin: Origin) -> AbstractContextManager[object]:
-    """The hop's trace span (streams/telemetry/tracing.py); none for deliver's ticks, which belong
-    to no document."""
-    if not tracing.enabled() or origin.header(headers.SCHEMA) == headers.TICK_SCHEMA:
-        return nullcontext()  # and no attributes built for a span that is not recorded
-    attributes: dict[str, AttributeValue] = {
-        "messaging.destination.name": origin.topic,
-        "messaging.kafka.partition": origin.partition,
-        "messaging.kafka.offset": origin.offset,
-        "pagestream.doc_id": (origin.key or b"").decode(errors="replace"),
-    }
-    return tracing.hop(name, origin.header(headers.TRACEPARENT), attributes=attributes)
-
-
 class DeliverStep:
     """deliver.handle as a handling step, keeping the Delivery (documents to mark ended)."""
 
@@ -129,7 +114,7 @@ class DeliverStep:
 
 
 class Pipelined:
-    """ingest's, route's and deliver's loops: records taken while earlier ones are on
+    """ingest's and deliver's loops: records taken while earlier ones are on
     their way, inputs acknowledged in order once their outputs are (ack_window.py)."""
 
     def __init__(self, handling: RecordHandling, metrics: AgentMetrics, limit: int) -> None:
@@ -149,7 +134,7 @@ class Pipelined:
             await asyncio.wait([after])
         started = time.perf_counter()
         origin = taken.origin
-        with _hop("ingest", origin):
+        with hop_span("ingest", origin):
             emits = await self._handling.run("ingest", origin,
                                              partial(step, abandon=taken.abandon))  # fmt: skip
         self._metrics.record("ingest", emits, time.perf_counter() - started)
@@ -247,25 +232,6 @@ class Pipelined:
         log.info("ingest: %d records handed back, of partitions %s", len(handed),
                  sorted({t.tp for t in handed}))  # fmt: skip
 
-    async def _settle(self, stage: str, origin: Origin, sent: Sent, started: float) -> None:
-        emits = await self._handling.settle(stage, origin, sent)
-        self._metrics.record(stage, emits, time.perf_counter() - started)
-
-    async def route(self, stream: faust.StreamT[Any], step: Step) -> AsyncIterator[None]:
-        manual = cast(faust.Stream[Any], stream).noack()  # the window acknowledges
-        window = Window("route", manual.ack, self._limit)
-        try:
-            async for event in manual.events():
-                started = time.perf_counter()
-                origin = Origin.from_faust_event(event)
-                with _hop("route", origin):
-                    sent = await self._handling.start("route", origin, step)
-                await window.put(InFlight(event, partial(self._settle, "route", origin, sent,
-                                                         started)))  # fmt: skip
-                yield None
-        finally:
-            window.close()
-
     async def _settle_delivery(
         self,
         step: DeliverStep,
@@ -291,7 +257,7 @@ class Pipelined:
                 # window.
                 if window.holds(origin.key) or origin.header(headers.SCHEMA) == TICK:
                     await window.drain()
-                with _hop("deliver", origin):
+                with hop_span("deliver", origin):
                     sent = await self._handling.start("deliver", origin, step)
                     delivery = step.take()
                     context = contextvars.copy_context()  # faust's current event: this one

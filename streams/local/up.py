@@ -368,13 +368,13 @@ def settled_lag(settings: Settings, timeout_s: float = 60.0) -> list[GroupLag]:
     faust commits on a timer (about every 3 s), so right after the last result its
     offsets trail, and the leader's tick lands on every docs.pages.done partition every
     tick_interval_s. Lag counts records: the commit marker after the GPU node's last
-    transaction is not lag, so a drained pipeline reads 0; until both groups do (or a
+    transaction is not lag, so a drained pipeline reads 0; until every group does (or a
     minute, a tick interval and a rebalance, is up) this waits, and returns the reading
     it judged. It used to read again after judging, and on CI that second reading once
     caught a tick written in between and not yet committed (lag 1 on each
     docs.pages.done partition).
     """
-    agents = settings.topology.agents_app
+    topo = settings.topology
     # As the operator (admin on a secure broker): the monitor role may not read records,
     # so it would count the commit markers of the GPU node's transactions as lag.
     operator = credentials.as_role(settings, acls.ADMIN).kafka
@@ -385,7 +385,8 @@ def settled_lag(settings: Settings, timeout_s: float = 60.0) -> list[GroupLag]:
         while True:
             # The reading returned is the one judged: a second one read after it could
             # find a tick the leader wrote in between, not yet committed.
-            lags = all_lag(admin, [agents, settings.gpu_group], counter)
+            lags = all_lag(admin, [topo.agents_app, topo.route_group, settings.gpu_group],
+                           counter)  # fmt: skip
             if all(g.total_lag == 0 for g in lags) or time.monotonic() > deadline:
                 return lags
             time.sleep(1.0)

@@ -132,6 +132,7 @@ def declared(names: Names) -> tuple[Role, ...]:
                 # faust's changelog and leader topics, "<app id>-...": it creates them.
                 Grant("topic", f"{app}-", "prefixed", ("CREATE", "READ", "WRITE", "DESCRIBE")),
                 Grant("group", app, "literal", ("READ", "DESCRIBE")),
+                Grant("group", topo.route_group, "literal", ("READ", "DESCRIBE")),
             ),
         ),
         Role(

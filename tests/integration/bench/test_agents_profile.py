@@ -25,13 +25,3 @@ def test_a_profiled_route_run_writes_its_flame_graph_and_parts(
     assert (out / "route.svg").read_text().lstrip().startswith(("<?xml", "<svg"))
     parts = shares(out / "route.folded")
     assert {"step", "poll", "decode + validate", "encode"} <= set(parts), parts
-
-
-def test_the_batched_candidate_routes_every_record_and_commits_them(
-    kafka_bootstrap: str, tmp_path: Path
-) -> None:
-    # `--versus-batched`'s other loop (bench/agents/batched.py): measure() returns once
-    # the group's commits reach the log end, and asserts every output and no dead letter.
-    result = measure(AGENTS["route"], 1, 2000, KafkaSettings(bootstrap_servers=kafka_bootstrap),
-                     tmp_path, 300, prefill=False, loop="batched")  # fmt: skip
-    assert result.loop == "batched" and result.outputs >= 2000 and result.cpu_s > 0

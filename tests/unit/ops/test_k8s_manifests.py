@@ -135,13 +135,17 @@ def test_keda_scales_the_agents_on_their_group_capped_at_the_partition_count() -
         "Deployment",
         _named("Deployment", "pagestream-agents")["metadata"]["name"],
     )
-    (trigger,) = spec["triggers"]
-    assert trigger["type"] == "kafka"
-    assert trigger["metadata"]["consumerGroup"] == Settings().topology.agents_app
+    faust, route = spec["triggers"]
+    topology = Settings().topology
+    assert faust["metadata"]["consumerGroup"] == topology.agents_app
+    assert route["metadata"]["consumerGroup"] == topology.route_group
     inputs = (RAW, ORIENTED, CLASSIFIED, EXTRACTED, RECOGNIZED, PAGES_DONE, WEBHOOKS)
     assert spec["maxReplicaCount"] == max(t.partitions for t in inputs)
     bootstrap = _config_map("pagestream-config")["PAGESTREAM_KAFKA__BOOTSTRAP_SERVERS"]
-    assert trigger["metadata"]["bootstrapServers"] == bootstrap
+    for trigger in (faust, route):
+        assert trigger["type"] == "kafka"
+        assert trigger["metadata"]["bootstrapServers"] == bootstrap
+        assert trigger["authenticationRef"] == faust["authenticationRef"]
 
 
 def _config_map(name: str) -> dict[str, str]:
@@ -163,9 +167,9 @@ def test_keda_logs_in_as_the_monitor_the_way_the_pods_do() -> None:
     from streams.security import acls
 
     scaled = _named("ScaledObject", "pagestream-agents")
-    (trigger,) = scaled["spec"]["triggers"]
     (auth,) = _by_kind("TriggerAuthentication")
-    assert trigger["authenticationRef"]["name"] == auth["metadata"]["name"]
+    for trigger in scaled["spec"]["triggers"]:
+        assert trigger["authenticationRef"]["name"] == auth["metadata"]["name"]
     params = {r["parameter"]: r for r in auth["spec"]["configMapTargetRef"]}
     keda = _config_map(params["sasl"]["name"])
     resolved = {p: keda[r["key"]] for p, r in params.items()}

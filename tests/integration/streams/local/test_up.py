@@ -93,11 +93,12 @@ def test_up_runs_every_operation_prints_results_and_lag_then_stops_on_ctrl_c(
     table = results["ocr-table-and-header"]
     assert "<!-- page-header: Journal of Streaming Documents, Vol. 7 -->" in table, table
     assert "\n            |North|1,204|12%|\n" in table, table
-    # The lag of both groups.
-    # Everything consumed, and both read 0: the commit markers the GPU node's
+    # The lag of every group (the agents', route's, the GPU node's).
+    # Everything consumed, and all read 0: the commit markers the GPU node's
     # transactions leave after the agents' last committed offset are not lag.
-    # Both behind the test's prefix, as every group of a pipeline is.
-    for group in (cli_env.topology.agents_app, cli_env.gpu_group):
+    # All behind the test's prefix, as every group of a pipeline is.
+    topo = cli_env.topology
+    for group in (topo.agents_app, topo.route_group, cli_env.gpu_group):
         pattern = rf"group {re.escape(group)} \(\w+\), total lag 0 records"
         assert re.search(pattern, printed), printed[-3000:]
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from typing import cast
 
 from prometheus_client import CollectorRegistry
 
-from streams.agents.app import build_app
+from streams.agents.app import _RouteThread, build_app
+from streams.agents.batches import BatchLoop
 from streams.agents.consumer import Transport
 from streams.settings import AgentSettings, Settings, TopicSettings
 from streams.topics import DELIVER_TABLE, DELIVER_TABLE_CHANGELOG, Topology
@@ -38,3 +41,36 @@ def test_ingest_hands_back_its_renders_before_faust_waits_on_a_rebalance() -> No
     app = build_app(_settings(), CollectorRegistry())
     hooks = cast(Transport, app.transport).before_wait_empty
     assert "hand_back_renders" in [hook.__name__ for hook in hooks]
+
+
+def test_route_runs_beside_faust_in_a_group_of_its_own() -> None:
+    # Not a faust agent: a dependency the app starts with itself, before it waits for
+    # its tables' recovery (an @app.service would wait).
+    app = build_app(_settings(), CollectorRegistry())
+    assert "route" not in app.agents
+    assert any(isinstance(child, _RouteThread) for child in app._children)
+    assert Topology("p1.", "docs-x").route_group == "p1.docs-x-route"
+
+
+def test_a_route_loop_that_dies_crashes_the_worker_to_be_restarted() -> None:
+    class Dying:
+        def run(self, stop: threading.Event) -> None:
+            raise RuntimeError("the producer is done for")
+
+    async def run() -> BaseException | None:
+        service = _RouteThread(lambda: cast(BatchLoop, Dying()))
+        await service.start()
+        for _ in range(200):
+            if service.crash_reason is not None:
+                break
+            await asyncio.sleep(0.01)
+        await service.stop()
+        return service.crash_reason
+
+    _RouteThread.failed.clear()
+    try:
+        reason = asyncio.run(run())
+        assert isinstance(reason, RuntimeError)
+        assert _RouteThread.failed.is_set()  # run_worker exits with status 1
+    finally:
+        _RouteThread.failed.clear()

@@ -1,0 +1,30 @@
+"""One consumer group taking partitions over from another: route's group from the faust
+app's, whose route agent consumed the facts topics until 2026-12.
+
+On a partition it never committed, the new group starts where the old one left it, not
+at the earliest record (it would do again all the work the topics' retention still
+holds), and commits there at once (BatchLoop), so the partition never reads as lag from
+its log start. The old group's offsets on those topics stay behind, and as the topics
+grow they read as the old group's lag until Kafka expires them (offsets.retention.minutes,
+7 days by default). Neither Python client can delete another group's offsets (Kafka's
+OffsetDelete); the upgrade notes in docs/operations.md give Kafka's own command.
+"""
+
+from __future__ import annotations
+
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+
+class Takeover:
+    def __init__(self, admin: AdminClient, group: str) -> None:
+        self._admin = admin
+        self.group = group
+
+    def starts(self, partitions: list[TopicPartition]) -> dict[tuple[str, int], int]:
+        """Where the old group stands on each partition asked about (those it committed)."""
+        asked = [TopicPartition(tp.topic, tp.partition) for tp in partitions]
+        request = ConsumerGroupTopicPartitions(self.group, asked)
+        result = self._admin.list_consumer_group_offsets([request])[self.group].result()
+        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions
+                if tp.offset >= 0}  # fmt: skip
