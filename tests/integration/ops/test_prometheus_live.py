@@ -101,9 +101,10 @@ def test_prometheus_sees_the_lag_grow_the_alert_fire_and_both_clear(
                     lambda r: r and float(r[0]["value"][1]) == 0,
                     timeout_s=60,
                 )
-                # Idle: lag 0 on every partition of both groups (the GPU node's commit
-                # markers are not counted), and the groups are OK.
-                groups = {group, node.settings.group_id}
+                # Idle: lag 0 on every partition of every group (the agents', route's and
+                # the GPU node's; the node's commit markers are not counted), and the
+                # groups are OK.
+                groups = {group, topology.route_group, node.settings.group_id}
 
                 def consumer_groups(rows: list[dict[str, Any]]) -> set[str]:
                     return {x["metric"]["consumergroup"] for x in rows}
