@@ -19,7 +19,8 @@ by the broker:
   letter is built, logged and counted by streams/kafka/dead_letters.py's
   `DeadLetters`.
 
-route and deliver pipeline their records (streams/agents/ack_window.py): `start` runs the
+deliver pipelines its records (streams/agents/ack_window.py; route has its own batched
+loop and the same rules: batches.py): `start` runs the
 step and hands its outputs to the producer without waiting, `settle` later waits for
 their acknowledgements with the same rules as `run` (a world error re-sends the same
 outputs until they are acknowledged; a refusal as too large sends the dead letter).
