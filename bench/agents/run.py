@@ -11,8 +11,8 @@ import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
 from bench import processes
 from bench.agents.figures import Result
@@ -20,7 +20,7 @@ from bench.agents.profile import Profiler
 from bench.agents.work import Agent, copies, fill
 from bench.processes import free_port
 from streams.admin import topics_apply
-from streams.admin.lag import group_lag
+from streams.admin.lag import group_lag, log_end_offsets
 from streams.kafka import clients as kafka
 from streams.settings import KafkaSettings
 from streams.topics import DLQ, TopicSpec, Topology
@@ -30,12 +30,8 @@ STOP_TIMEOUT_S = 30.0
 
 
 def _log_end(admin: AdminClient, topic: str, spec: TopicSpec) -> dict[int, int]:
-    futures = admin.list_offsets(
-        {TopicPartition(topic, p): OffsetSpec.latest() for p in range(spec.partitions)},
-        isolation_level=IsolationLevel.READ_UNCOMMITTED,
-        request_timeout=30,
-    )
-    return {tp.partition: fut.result().offset for tp, fut in futures.items()}
+    ends = log_end_offsets(admin, [(topic, p) for p in range(spec.partitions)])
+    return {p: end for (_, p), end in ends.items()}
 
 
 def _committed(admin: AdminClient, group: str, topic: str) -> dict[int, int]:

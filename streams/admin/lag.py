@@ -27,8 +27,10 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
+from tenacity import retry, retry_if_exception, stop_after_delay, wait_exponential
 
 from streams.admin.records import TP, RecordCounter
+from streams.kafka.errors import is_transient
 
 _TIMEOUT_S = 30.0
 
@@ -155,10 +157,15 @@ def log_end_offsets(admin: AdminClient, keys: Iterable[TP]) -> dict[TP, int]:
     return {tp: r[0] for tp, r in list_offsets(admin, keys, OffsetSpec.latest()).items()}
 
 
+@retry(retry=retry_if_exception(is_transient), stop=stop_after_delay(15),
+       wait=wait_exponential(multiplier=0.2, max=2), reraise=True)  # fmt: skip
 def list_offsets(
     admin: AdminClient, keys: Iterable[TP], spec: OffsetSpec
 ) -> dict[TP, tuple[int, int]]:
-    """(offset, timestamp ms) per partition for one ListOffsets spec, read_uncommitted."""
+    """(offset, timestamp ms) per partition for one ListOffsets spec, read_uncommitted.
+
+    A partition between leaders (a topic just created, a broker restarting) answers
+    NOT_LEADER: asked again for a while, not reported."""
     specs = {TopicPartition(t, p): spec for t, p in keys}
     if not specs:
         return {}

@@ -11,12 +11,13 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from tenacity import retry, retry_if_exception, stop_after_delay, wait_exponential
 
 from schemas import Progress, RecordError, decode
 from streams.client.progress import is_key_of, partition_of
 from streams.kafka import clients as kafka
+from streams.kafka.errors import is_transient
 from streams.settings import KafkaSettings
 from streams.topics import PROGRESS, Topology
 
@@ -44,23 +45,7 @@ class DocumentProgress:
                 for n, p in sorted(self.pages.items()) if p.stage != "done"]  # fmt: skip
 
 
-_LEADERSHIP = {
-    KafkaError.NOT_LEADER_FOR_PARTITION,
-    KafkaError.LEADER_NOT_AVAILABLE,
-    KafkaError.UNKNOWN_TOPIC_OR_PART,
-    KafkaError._TIMED_OUT,
-    KafkaError._TRANSPORT,
-}
-
-
-def _retriable(exc: BaseException) -> bool:
-    if not isinstance(exc, KafkaException):
-        return False
-    err = exc.args[0]
-    return bool(err.retriable()) or err.code() in _LEADERSHIP
-
-
-@retry(retry=retry_if_exception(_retriable), stop=stop_after_delay(15),
+@retry(retry=retry_if_exception(is_transient), stop=stop_after_delay(15),
        wait=wait_exponential(multiplier=0.2, max=2), reraise=True)  # fmt: skip
 def _watermarks(consumer: Consumer, tp: TopicPartition, timeout_s: float) -> tuple[int, int]:
     # A leader election (a broker restart, a topic just created) answers NOT_LEADER for

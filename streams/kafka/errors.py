@@ -21,6 +21,17 @@ _AUTHORIZATION = {
 }
 
 
+# A partition without a leader for a moment (a topic just created, a broker restarting)
+# answers these; librdkafka's admin calls return them instead of retrying.
+_LEADERSHIP = {
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._TIMED_OUT,
+    KafkaError._TRANSPORT,
+}
+
+
 class KafkaAuthError(RuntimeError):
     """The cluster refused the configured credentials."""
 
@@ -29,6 +40,13 @@ def error_of(exc: BaseException) -> KafkaError | None:
     if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
         return exc.args[0]
     return None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a read of the cluster's state (offsets, watermarks) is worth asking again:
+    a retriable error, or a partition between leaders."""
+    err = error_of(exc)
+    return err is not None and (bool(err.retriable()) or err.code() in _LEADERSHIP)
 
 
 def is_authentication(err: KafkaError) -> bool:

@@ -21,7 +21,6 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
-    OffsetSpec,
     ResourceType,
 )
 from prometheus_client import CollectorRegistry
@@ -29,6 +28,7 @@ from prometheus_client import CollectorRegistry
 from bench.agents.work import oriented
 from schemas import Operation, PageState, decode, encode, headers
 from streams.admin import topics_apply
+from streams.admin.lag import log_end_offsets
 from streams.agents import batches
 from streams.agents.batches import BatchLoop
 from streams.agents.metrics import AgentMetrics
@@ -189,12 +189,8 @@ def _until(
 
 
 def _records_in(settings: Settings, topic: str, partitions: int) -> int:
-    admin = kafka.admin(settings.kafka)
-    futures = admin.list_offsets(
-        {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)},
-        request_timeout=30,
-    )
-    return sum(f.result().offset for f in futures.values())
+    ends = log_end_offsets(kafka.admin(settings.kafka), [(topic, p) for p in range(partitions)])
+    return sum(ends.values())
 
 
 def test_a_send_the_world_refuses_holds_back_its_batch_s_commit_and_nothing_is_lost(
