@@ -154,9 +154,20 @@ class Topology:
 
     @property
     def route_group(self) -> str:
-        """route's consumer group (streams/agents/batches.py): its own, beside the faust
+        """route's consumer group (streams/agents/loops.py): its own, beside the faust
         app's, since a group's members share one assignment protocol."""
         return f"{self.agents_app}-route"
+
+    @property
+    def deliver_group(self) -> str:
+        """deliver's consumer group, as route's."""
+        return f"{self.agents_app}-deliver"
+
+    @property
+    def agents_groups(self) -> tuple[str, str, str]:
+        """Every consumer group of the CPU agents: the faust app's (ingest, notify),
+        route's and deliver's."""
+        return self.agents_app, self.route_group, self.deliver_group
 
     def own(self, name: str) -> str:
         """A consumer group or transactional id of this pipeline on the cluster: behind

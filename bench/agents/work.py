@@ -69,7 +69,7 @@ class Agent:
 
 AGENTS = {
     "route": Agent("route", ORIENTED, GPU_CLASSIFY, oriented, lambda t: t.route_group),
-    "deliver": Agent("deliver", PAGES_DONE, RESULTS, classified, lambda t: t.agents_app),
+    "deliver": Agent("deliver", PAGES_DONE, RESULTS, classified, lambda t: t.deliver_group),
 }
 
 Message = tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]  # value, key, headers

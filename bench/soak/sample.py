@@ -136,6 +136,7 @@ class Sampler(threading.Thread):
     def run(self) -> None:
         topo = self.settings.topology
         groups = {topo.agents_app: "agents", topo.route_group: "route",
+                  topo.deliver_group: "deliver",
                   self.settings.gpu_group: "gpu-node"}  # fmt: skip
         admin = kafka.admin(self.settings.kafka)
         counter = record_counter(self.settings.kafka)

@@ -1,20 +1,18 @@
-"""The faust app: ingest, deliver and notify wired to their topics, and route's loop.
+"""The faust app: ingest and notify wired to their topics, and route's and deliver's loops.
 
 Workers of the same app (same topic prefix and app_id) form one consumer group
 and share the partitions: start more `pagestream agents` processes to scale. The
 logic lives in ingest.py, route.py, deliver.py and notify.py as plain objects from
 a consumed record (`streams.kafka.envelope.Origin`) to the records to send; this module
-only builds them, registers the loops that feed them (pipelined.py, batches.py) and
+only builds them, registers the loops that feed them (pipelined.py, loops.py) and
 moves bytes. Agents are at-least-once (faust's exactly_once is unreliable): an input
 counts as processed (its offset may be committed) only once the broker acknowledged
 every output. ingest renders up to `agents.render_processes` documents at once and
-acknowledges each partition's inputs in order; deliver keeps up to
-`agents.max_in_flight` records in flight and acknowledges its inputs in order as the
-outputs are acknowledged (ack_window.py); notify POSTs up to
+acknowledges each partition's inputs in order; notify POSTs up to
 `agents.webhook_concurrency` webhooks at once and acknowledges its inputs per partition
-in order (notify.py). route runs outside faust, in a thread of the worker: batches of
-up to `agents.max_in_flight` records on confluent-kafka, in its own consumer group
-(`<app id>-route`; batches.py says why).
+in order (notify.py). route and deliver run outside faust, each in a thread of the
+worker: batches of up to `agents.max_in_flight` records on confluent-kafka, each in its
+own consumer group (`<app id>-route`, `<app id>-deliver`; loops.py, batches.py).
 """
 
 from __future__ import annotations
@@ -22,35 +20,28 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any, ClassVar, cast
+from typing import Any, cast
 
 import faust
-import mode
 import uvloop
 from aiokafka.errors import KafkaError
 from faust.exceptions import ProducerSendError
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from streams.agents import batches
-from streams.agents.batches import BatchLoop
 from streams.agents.consumer import Transport
 from streams.agents.deliver import Deliver
 from streams.agents.failure_policy import RecordHandling, Submit
 from streams.agents.ingest import Ingest
-from streams.agents.json_table import JsonTable
+from streams.agents.loops import LoopThread, deliver_loop, route_loop
 from streams.agents.metrics import AgentMetrics
 from streams.agents.notify import WebhookNotifier
-from streams.agents.pipelined import DeliverStep, Pipelined
-from streams.agents.route import STAGE as ROUTE
+from streams.agents.pipelined import Pipelined
 from streams.agents.route import Router
-from streams.agents.takeover import Takeover
 from streams.blobs import BlobStore
-from streams.kafka import clients as kafka
 from streams.kafka.dead_letters import DeadLetters
 from streams.kafka.envelope import Origin, Outgoing, tick
 from streams.media.raster import Budget, PageEncoding
@@ -58,14 +49,9 @@ from streams.media.sandbox import Abandon, RendererPool
 from streams.settings import Settings
 from streams.telemetry import tracing
 from streams.topics import (
-    CLASSIFIED,
-    DELIVER_TABLE,
     DLQ,
-    EXTRACTED,
-    ORIENTED,
     PAGES_DONE,
     RAW,
-    RECOGNIZED,
     WEBHOOKS,
 )
 
@@ -155,29 +141,7 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
                       progress=agents.progress_events)  # fmt: skip
 
     raw_topic = app.topic(topo.name(RAW))
-    done_topic = app.topic(topo.name(PAGES_DONE))
     webhooks_topic = app.topic(topo.name(WEBHOOKS))
-
-    async def deliver_table_recovered() -> None:
-        # After every rebalance: deliver's deadlines and markers to expire are read
-        # again from what recovery left in the table.
-        deliver.recovered()
-
-    # Co-partitioned with docs.pages.done (same key, same partition count). key_type and
-    # value_type bytes make the changelog serializer raw: faust writes bytes as they are
-    # but would read them back with its default (json) serializer, and recovery after a
-    # rebalance would fail on every changelog record and never end.
-    pages = JsonTable(
-        app.Table(
-            DELIVER_TABLE,  # its changelog: topics.DELIVER_TABLE_CHANGELOG
-            default=None,
-            key_type=bytes,
-            value_type=bytes,
-            partitions=PAGES_DONE.partitions,
-            on_recover=deliver_table_recovered,
-        ),
-        max_record_bytes=settings.kafka.max_record_bytes,
-    )
 
     submit = _submitter(app)
 
@@ -206,7 +170,7 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
             render_threads, partial(context.run, ingest.handle, origin, abandon)
         )
 
-    pipelined = Pipelined(handling, metrics, agents.max_in_flight)
+    pipelined = Pipelined(handling, metrics)
     cast(Transport, app.transport).before_wait_empty.append(pipelined.hand_back_renders)
 
     @app.agent(raw_topic, name="ingest")
@@ -217,14 +181,10 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
 
     # A dependency of the app, not an @app.service: those start only once faust's tables
     # are recovered, and a worker still recovering (or rebalancing) would route nothing.
-    app.add_dependency(_RouteThread(partial(_route_loop, settings, route, metrics, blobs)))
-
-    deliver_step = DeliverStep(deliver, pages, metrics)
-
-    @app.agent(done_topic, name="deliver")
-    async def deliver_agent(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
-        async for _ in pipelined.deliver(stream, deliver_step):
-            yield None
+    app.add_dependency(LoopThread("route", partial(route_loop, settings, route, metrics, blobs)))
+    app.add_dependency(
+        LoopThread("deliver", partial(deliver_loop, settings, deliver, metrics, blobs))
+    )
 
     @app.agent(webhooks_topic, name="notify")
     async def notify_agent(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
@@ -257,74 +217,6 @@ def build_app(settings: Settings, registry: CollectorRegistry | None = None) -> 
 LOOP_LAG_SAMPLE_S = 0.1
 
 
-def _route_loop(
-    settings: Settings, route: Router, metrics: AgentMetrics, blobs: BlobStore
-) -> BatchLoop:
-    """route's loop (batches.py): its own group, taking over where the faust app's
-    route agent left each partition (it consumed the facts topics until 2026-12)."""
-    topo = settings.topology
-    dead_letters = DeadLetters(topo.name(DLQ), group=topo.route_group,
-                               max_record_bytes=settings.kafka.max_record_bytes,
-                               counter=metrics.dead_letters,
-                               blobs=blobs)  # fmt: skip
-    return BatchLoop(
-        ROUTE,
-        route.handle,
-        consumer=batches.consumer(
-            settings.kafka,
-            topo.route_group,
-            **{
-                "session.timeout.ms": int(settings.agents.session_timeout_s * 1000),
-                "heartbeat.interval.ms": int(settings.agents.heartbeat_interval_s * 1000),
-            },
-        ),
-        producer=kafka.producer(
-            settings.kafka, **{"linger.ms": settings.agents.producer_linger_ms}
-        ),
-        topics=[topo.name(t) for t in (ORIENTED, CLASSIFIED, EXTRACTED, RECOGNIZED)],
-        dead_letters=dead_letters,
-        metrics=metrics,
-        batch=settings.agents.max_in_flight,
-        takeover=Takeover(kafka.admin(settings.kafka), topo.agents_app),
-    )
-
-
-class _RouteThread(mode.Service):
-    """route's loop in a thread of this worker, started with the faust app (before it
-    waits for its tables' recovery, which route does not need) and stopped with it: it
-    leaves its group then, so its partitions move at once."""
-
-    # Set when the loop died: the worker then exits with status 1, to be restarted
-    # (mode's crash alone stops the worker with status 0). One route loop per process.
-    failed: ClassVar[threading.Event] = threading.Event()
-
-    def __init__(self, batch_loop: Callable[[], BatchLoop], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._batch_loop = batch_loop  # its clients made on start, not when the app is built
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    async def on_start(self) -> None:
-        loop = asyncio.get_running_loop()
-        batch_loop = self._batch_loop()
-
-        def target() -> None:
-            try:
-                batch_loop.run(self._stopping)
-            except BaseException as exc:  # the worker goes down with it, to be restarted
-                log.exception("route's loop failed")
-                _RouteThread.failed.set()
-                loop.call_soon_threadsafe(asyncio.ensure_future, self.crash(exc))
-
-        self._thread = threading.Thread(target=target, name="route", daemon=True)
-        self._thread.start()
-
-    async def on_stop(self) -> None:
-        self._stopping.set()
-        if self._thread is not None:
-            await asyncio.to_thread(self._thread.join, 30)
-
-
 class _Worker(faust.Worker):
     """faust's worker without its start-up spinner: to spin on every log line, faust
     sets the root logger to DEBUG for good, so every debug line of aiokafka and faust
@@ -345,6 +237,6 @@ def run_worker(settings: Settings, loglevel: str = "WARNING") -> None:
     try:
         worker.execute_from_commandline()
     except SystemExit as done:
-        if _RouteThread.failed.is_set() and not done.code:
+        if LoopThread.failed.is_set() and not done.code:
             raise SystemExit(1) from None
         raise

@@ -1,4 +1,4 @@
-"""A stateless agent's loop in batches, on confluent-kafka: poll what is on hand, step
+"""An agent's loop in batches, on confluent-kafka: poll what is on hand, step
 every record, produce every output, wait for every acknowledgement, commit, poll again.
 
 Why: one record at a time through faust, aiokafka and asyncio, a route worker spends
@@ -14,13 +14,16 @@ One thread, one batch at a time:
    fails its step, or whose outputs are over the record limit, gets its dead letter
    instead (DeadLetters): never its batch;
 3. produce every output (idempotent, acks=all), in the order polled;
-4. wait for every acknowledgement. An output the broker refuses as too large, even
-   sent alone, is the record's fault: the record's dead letter replaces its outputs
-   (the broker judges a batch of records, so a refusal beside others is tried again
-   alone first). Any other failure is the world's: the same outputs are sent again,
-   with capped backoff, until they are acknowledged (byte-identical, so a copy the
-   broker kept after all is a duplicate that downstream dedupe absorbs);
+4. wait for every acknowledgement (batch_sends.py): an output the broker refuses as
+   too large, even sent alone, is the record's fault, and its dead letter replaces its
+   outputs; any other failure is the world's, and the outputs are sent again;
 5. commit the batch's offsets, then poll again.
+
+A step with state (deliver's table: deliver_batches.py) is a `BatchState`: a record
+that must see the state settled waits, and what came before it in the batch goes
+through 3 and 4 first (`holds`); once a part's outputs are acknowledged, the state's
+own records (its changelog) are written and acknowledged before the commit (`settle`);
+on every assignment the state holds the partitions given before any is read.
 
 Nothing is in flight when it polls, so a rebalance (which runs inside poll) never
 finds work under way, and an input's offset is committed only once its outputs are
@@ -37,18 +40,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, cast
+from typing import Any, Protocol
 
 from confluent_kafka import (
     Consumer,
-    KafkaError,
     KafkaException,
     Producer,
     TopicPartition,
 )
 
+from streams.agents.batch_sends import Backoff, Record, Sends, Stopped
 from streams.agents.metrics import AgentMetrics
 from streams.agents.spans import hop_span
 from streams.agents.takeover import Takeover
@@ -62,24 +64,18 @@ log = logging.getLogger(__name__)
 
 BatchStep = Callable[[Origin], list[Outgoing]]
 _START_TRIES = 5
-# The broker (or the producer, before sending) refuses the record as too large.
-_TOO_LARGE = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE})
 
 
-class Stopped(Exception):
-    """The loop was asked to stop while it waited: the batch is left uncommitted, to be
-    read again by the partition's next owner."""
+class BatchState(Protocol):
+    """What a step with state tells its loop (see the module's docstring)."""
 
+    def holds(self, origin: Origin) -> bool: ...
 
-@dataclass(eq=False)
-class _Record:
-    """One polled record, its outputs, and what became of them."""
+    def settle(self, sent: dict[int, list[Outgoing]]) -> list[Outgoing]: ...
 
-    origin: Origin
-    outputs: list[Outgoing]
-    failed: KafkaError | None = None  # the first delivery failure of its outputs
-    refusals: int = 0  # times refused as too large: 1, sent alone; 2, its letter; 3, bare
-    sent: list[Outgoing] = field(default_factory=list)  # outputs acknowledged
+    def written(self, out: Outgoing, offset: int) -> None: ...
+
+    def assigned(self, partitions: list[TopicPartition], stopped: Callable[[], bool]) -> None: ...
 
 
 class BatchLoop:
@@ -98,30 +94,30 @@ class BatchLoop:
         retry_initial_s: float = 0.5,
         retry_max_s: float = 30.0,
         takeover: Takeover | None = None,
+        state: BatchState | None = None,
     ) -> None:
         self.stage = stage
         self._step = step
         self._consumer = consumer
-        self._producer = producer
         self._topics = topics
         self._dead_letters = dead_letters
         self.metrics = metrics
         self._batch = batch
         self._poll_s = poll_s
-        self._retry_initial_s = retry_initial_s
-        self._retry_max_s = retry_max_s
+        self._backoff = Backoff(stage, metrics, retry_initial_s, retry_max_s)
+        self._sends = Sends(stage, producer, dead_letters, self._backoff)
         self._takeover = takeover  # where partitions this group never committed start
         self._to_commit: list[TopicPartition] = []  # those starts, committed at once
-        self._stop = threading.Event()
+        self._state = state
 
     def run(self, stop: threading.Event | None = None) -> None:
         """Poll, step, produce, acknowledge and commit until `stop` is set; then leave
         the group (its partitions go to the other workers at once)."""
         if stop is not None:
-            self._stop = stop
+            self._backoff.stop = stop
         self._consumer.subscribe(self._topics, on_assign=self._on_assign)
         try:
-            while not self._stop.is_set():
+            while not self._backoff.stop.is_set():
                 try:
                     self.run_once()
                 except Stopped:
@@ -131,20 +127,11 @@ class BatchLoop:
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Partitions this group never committed start where the group it takes over
-        from left them (takeover.py), and are committed there by the next batch."""
+        from left them (takeover.py), and are committed there by the next batch; the
+        state, if any, holds the partitions given."""
+        self._to_commit = []
         if self._takeover is not None and partitions:
-            for attempt in range(1, _START_TRIES + 1):
-                try:
-                    committed = consumer.committed(partitions, timeout=10)
-                    fresh = [tp for tp in committed if tp.offset < 0]
-                    starts = self._takeover.starts(fresh) if fresh else {}
-                    break
-                except KafkaException as exc:  # the world's; without it, no start
-                    if attempt == _START_TRIES:
-                        raise
-                    self._count_retry(None, exc)
-                    self._sleep(self._wait_s(attempt))
-            self._to_commit = []
+            starts = self._tried(partial(self._starts, consumer, partitions))
             for tp in partitions:
                 start = starts.get((tp.topic, tp.partition))
                 if start is not None:
@@ -152,9 +139,32 @@ class BatchLoop:
                              tp.topic, tp.partition, start, self._takeover.group)  # fmt: skip
                     tp.offset = start
                     self._to_commit.append(TopicPartition(tp.topic, tp.partition, start))
+        if self._state is not None:
+            self._tried(partial(self._state.assigned, partitions, self._backoff.stop.is_set))
         # Given a callback, the client leaves the assignment to it (an eager protocol:
         # the whole assignment, every rebalance).
         consumer.assign(partitions)
+
+    def _starts(
+        self, consumer: Consumer, partitions: list[TopicPartition]
+    ) -> dict[tuple[str, int], int]:
+        assert self._takeover is not None  # noqa: S101 - asked only with one
+        committed = consumer.committed(partitions, timeout=10)
+        fresh = [tp for tp in committed if tp.offset < 0]
+        return self._takeover.starts(fresh) if fresh else {}
+
+    def _tried(self, call: Callable[[], Any]) -> Any:
+        """`call`, tried again a few times while the cluster fails it; without it, no
+        start (the worker goes down, to be restarted)."""
+        for attempt in range(1, _START_TRIES + 1):
+            try:
+                return call()
+            except KafkaException as exc:
+                if attempt == _START_TRIES:
+                    raise
+                self._backoff.count(None, exc)
+                self._backoff.sleep(attempt)
+        raise AssertionError("unreachable")
 
     def _take_over(self) -> None:
         """The starts of the last assignment committed (takeover.py)."""
@@ -169,13 +179,26 @@ class BatchLoop:
         if not origins:
             return 0
         started = time.perf_counter()
-        records = [_Record(origin, self._outputs(origin)) for origin in origins]
-        self._deliver(records)
+        records: list[Record] = []
+        part = 0  # where the records not yet settled start
+        for origin in origins:
+            if self._state is not None and self._state.holds(origin):
+                self._settle(records[part:])
+                part = len(records)
+            records.append(Record(origin, self._outputs(origin)))
+        self._settle(records[part:])
         self._commit(origins)
         if self.metrics is not None:  # each record's latency: its batch's
             seconds = time.perf_counter() - started
             self.metrics.record_batch(self.stage, [r.sent for r in records], seconds)
         return len(records)
+
+    def _settle(self, records: list[Record]) -> None:
+        """`records`' outputs acknowledged, then the state's records."""
+        self._sends.deliver(records)
+        if self._state is not None:
+            writes = self._state.settle({id(r.origin): r.sent for r in records})
+            self._sends.write(writes, self._state.written)
 
     def _poll(self) -> list[Origin]:
         origins = []
@@ -199,8 +222,8 @@ class BatchLoop:
                 if not is_worlds_fault(exc):
                     raise
                 attempt += 1
-                self._count_retry(origin, exc)
-                self._sleep(self._wait_s(attempt))
+                self._backoff.count(origin, exc)
+                self._backoff.sleep(attempt)
 
     def _try_outputs(self, origin: Origin, attempts: int) -> list[Outgoing]:
         with hop_span(self.stage, origin):
@@ -211,91 +234,6 @@ class BatchLoop:
                     raise
                 return [self._dead_letters.letter(self.stage, origin, exc, attempts=attempts)]
         return self._dead_letters.fit(self.stage, origin, outputs)
-
-    def _count_retry(self, origin: Origin | None, exc: BaseException | None) -> None:
-        where = "" if origin is None else f" {origin.topic}[{origin.partition}]@{origin.offset}"
-        if self.metrics is not None:
-            self.metrics.retries.labels(self.stage, type(exc).__name__).inc()
-        log.warning("%s%s will be retried: %s: %s", self.stage, where, type(exc).__name__, exc)
-
-    def _deliver(self, records: list[_Record]) -> None:
-        """Every record's outputs acknowledged (or its dead letter, if refused)."""
-        todo = records
-        alone = False  # each record's outputs sent and acknowledged before the next's
-        attempt = 0
-        while todo:
-            for record in todo:
-                record.failed = None
-                record.sent = []
-                self._produce(record)
-                if alone:
-                    self._flush()
-            self._flush()
-            world = False
-            for record in todo:
-                failed = record.failed
-                if failed is None:
-                    continue
-                if failed.fatal() or failed.code() == KafkaError._FATAL:
-                    raise KafkaException(failed)  # the producer is done for: so is the worker
-                if failed.code() in _TOO_LARGE:
-                    alone = True
-                    world = world or record.refusals >= 3  # even the bare letter: wait
-                    try:
-                        record.outputs = self._refused(record)
-                    except Exception as exc:  # the blob store its value goes to is down
-                        if not is_worlds_fault(exc):
-                            raise
-                        record.refusals -= 1  # refused alone again next time, then this
-                        world = True
-                        self._count_retry(record.origin, exc)
-                else:
-                    world = True
-                    self._count_retry(record.origin, KafkaException(failed))
-            if world:
-                attempt += 1
-                self._sleep(self._wait_s(attempt))
-            todo = _again(todo)
-        for record in records:
-            self._dead_letters.sent(record.sent)
-
-    def _refused(self, record: _Record) -> list[Outgoing]:
-        """What to send after the broker refused one of the record's outputs as too large.
-
-        The broker judges a batch of records, so a record refused beside others is sent
-        again alone first. Refused alone, it is the record's fault (the broker's limit is
-        below ours): its dead letter, the value aside; that refused too, the letter with
-        its error headers alone."""
-        record.refusals += 1
-        if record.refusals == 1:
-            return record.outputs
-        assert record.failed is not None  # noqa: S101 - the refusal
-        if record.refusals == 2:
-            return [self._dead_letters.letter(self.stage, record.origin,
-                                              KafkaException(record.failed),
-                                              without_value=True)]  # fmt: skip
-        return [self._dead_letters.bare(record.outputs[0])]  # sent until it goes
-
-    def _produce(self, record: _Record) -> None:
-        for out in record.outputs:
-            partition = -1 if out.partition is None else out.partition  # -1: the key's
-            hdrs = cast("list[tuple[str, str | bytes | None]]", out.headers)
-            acked = partial(_acked, record, out)
-            while True:
-                try:
-                    self._producer.produce(out.topic, out.value, out.key, partition=partition,
-                                           headers=hdrs, on_delivery=acked)  # fmt: skip
-                    break
-                except BufferError:  # the producer's queue is full: let it drain
-                    self._producer.poll(0.05)
-                except KafkaException as exc:  # refused before it left (over the size)
-                    record.failed = record.failed or exc.args[0]
-                    return  # judged with the delivery failures, fatal ones included
-
-    def _flush(self) -> None:
-        while self._producer.flush(0.5) > 0:
-            if self._stop.is_set():
-                raise Stopped
 
     def _commit(self, origins: list[Origin]) -> None:
         ends = {(o.topic, o.partition): o.offset + 1 for o in origins}
@@ -313,38 +251,6 @@ class BatchLoop:
             # next owner reads these records again; their outputs carry the same ids.
             log.warning("%s: commit of %d partitions refused: %s", self.stage, len(offsets),
                         exc.args[0])  # fmt: skip
-
-    def _wait_s(self, attempt: int) -> float:
-        """Capped exponential backoff, as the other agents' (failure_policy.py)."""
-        return float(min(self._retry_max_s, self._retry_initial_s * 2 ** (attempt - 1)))
-
-    def _sleep(self, seconds: float) -> None:
-        if self._stop.wait(seconds):
-            raise Stopped
-
-
-def _again(records: list[_Record]) -> list[_Record]:
-    """What to send again after a round: each failed record and, for order per key, every
-    record after it from the same input partition (keys keep to one partition), even
-    acknowledged: a copy with the same ids is a duplicate downstream dedupe absorbs, a
-    later record ahead of an earlier one would not be. A record refused as too large
-    goes again alone: its outputs were not written."""
-    failed_from: dict[tuple[str, int], int] = {}
-    for i, record in enumerate(records):
-        if record.failed is not None and record.failed.code() not in _TOO_LARGE:
-            failed_from.setdefault((record.origin.topic, record.origin.partition), i)
-    return [
-        r for i, r in enumerate(records)
-        if r.failed is not None
-        or i > failed_from.get((r.origin.topic, r.origin.partition), len(records))
-    ]  # fmt: skip
-
-
-def _acked(record: _Record, out: Outgoing, err: KafkaError | None, _msg: object) -> None:
-    if err is None:
-        record.sent.append(out)
-    elif record.failed is None:
-        record.failed = err
 
 
 def consumer(settings: KafkaSettings, group: str, **overrides: Any) -> Consumer:

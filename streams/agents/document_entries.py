@@ -2,8 +2,8 @@
 
 A document's entry goes from collecting (the pages seen so far, and since when) to a
 `delivered` marker once it ended, and is dropped when the marker expires. Pages have
-entries of their own beside it. The table itself (faust's, changelog-backed, through
-streams/agents/json_table.py) is handed in on every call: faust writes an entry to the
+entries of their own beside it. The table itself (changelog-backed: changelog_table.py,
+through json_table.py) is handed in on every call: it writes an entry to the
 changelog partition of the record being processed, so the caller is always the record's
 own processing.
 

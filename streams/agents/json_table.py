@@ -1,11 +1,11 @@
-"""deliver's page table as a str -> JSON mapping over faust's raw (bytes) table.
+"""deliver's page table as a str -> JSON mapping over its raw (bytes) table
+(changelog_table.py).
 
-Every write is a record on the table's changelog, produced by faust's own producer: a
-value over the record limit there is not refused, it crashes the worker (faust's
-producer buffer raises MessageSizeTooLargeError out of the app), and the next owner of
-the partition crashes on the same record. So a write measures the record first, as
-it will be written (UTF-8 JSON, not escaped: a CJK page would double in size), and an
-entry that would not fit is the record's fault, raised before faust sees it.
+Every write becomes a record of the table's changelog: a value over the record limit
+there would be refused by the broker, and a write lost is a document lost or doubled.
+So a write measures the record first, as it will be written (UTF-8 JSON, not escaped:
+a CJK page would double in size), and an entry that would not fit is the record's
+fault, raised before anything is written.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from streams.kafka import sizes
 
 
 class JsonTable(MutableMapping[str, Any]):
-    """A faust table with str keys and JSON values over the app's raw (bytes) serializers."""
+    """A bytes table seen with str keys and JSON values."""
 
     def __init__(self, table: Any, *, max_record_bytes: int | None = None) -> None:
         self._table = table

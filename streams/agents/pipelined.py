@@ -1,12 +1,12 @@
-"""The faust agents' loops: how ingest and deliver take records from faust's streams
-(route has its own loop, outside faust: batches.py).
+"""ingest's loop: how it takes records from faust's stream (route and deliver have their
+own loops, outside faust: batches.py).
 
-app.py registers them as faust agents. Each loop takes records while earlier ones are
-on their way and acknowledges its inputs in order once their outputs are
-(streams/agents/ack_window.py): ingest renders up to `agents.render_processes` documents
-at once and acknowledges each partition's inputs in order; deliver keeps up to
-`agents.max_in_flight` records in flight. Every record goes through RecordHandling
-(failure_policy.py), which retries the world's failures and dead-letters the record's.
+app.py registers it as a faust agent. It takes records while earlier ones are on their
+way and acknowledges its inputs in order once their outputs are
+(streams/agents/ack_window.py): it renders up to `agents.render_processes` documents at
+once and acknowledges each partition's inputs in order. Every record goes through
+RecordHandling (failure_policy.py), which retries the world's failures and dead-letters
+the record's.
 
 On a rebalance (and a stop) faust waits until every record taken is acknowledged, and
 the whole group waits with it (consumer.py): a document rendering to its deadline
@@ -19,7 +19,6 @@ verdict on them), so the partition's next owner consumes and renders them again.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, MutableSet
@@ -31,9 +30,7 @@ import faust
 
 from schemas import headers
 from streams.agents.ack_window import InFlight, Window
-from streams.agents.deliver import Deliver, Delivery
-from streams.agents.failure_policy import RecordHandling, Sent
-from streams.agents.json_table import JsonTable
+from streams.agents.failure_policy import RecordHandling
 from streams.agents.metrics import AgentMetrics
 from streams.agents.spans import hop_span
 from streams.kafka.envelope import Origin, Outgoing
@@ -81,46 +78,13 @@ class _Taken:
                 self.task.result()  # raises only if the agent is going down anyway
 
 
-class DeliverStep:
-    """deliver.handle as a handling step, keeping the Delivery (documents to mark ended)."""
-
-    def __init__(self, deliver: Deliver, pages: JsonTable, metrics: AgentMetrics) -> None:
-        self._deliver = deliver
-        self._pages = pages
-        self._metrics = metrics
-        self.delivery: Delivery | None = None
-
-    async def __call__(self, origin: Origin) -> list[Outgoing]:
-        self.delivery = self._deliver.handle(origin, self._pages)
-        return self.delivery.emits
-
-    def take(self) -> Delivery | None:
-        """The Delivery of the record just handled (the agent takes one record at a time)."""
-        delivery, self.delivery = self.delivery, None
-        return delivery
-
-    def finish(
-        self, origin: Origin, delivery: Delivery | None, emits: list[Outgoing],
-        context: contextvars.Context,
-    ) -> None:  # fmt: skip
-        """The documents marked ended, once the step's own outputs (results and their
-        webhook records: the POSTs are the notify agent's) are acknowledged, not a dead
-        letter instead. The table writes run in `context`, the one the record was taken
-        in (see ack_window.py)."""
-        if delivery is None or emits != delivery.emits:
-            return
-        context.run(self._deliver.mark_ended, origin.partition, delivery, self._pages)
-        self._metrics.ended(delivery.outcomes)
-
-
 class Pipelined:
-    """ingest's and deliver's loops: records taken while earlier ones are on
-    their way, inputs acknowledged in order once their outputs are (ack_window.py)."""
+    """ingest's loop: records taken while earlier ones are on their way, inputs
+    acknowledged in order once their outputs are (ack_window.py)."""
 
-    def __init__(self, handling: RecordHandling, metrics: AgentMetrics, limit: int) -> None:
+    def __init__(self, handling: RecordHandling, metrics: AgentMetrics) -> None:
         self._handling = handling
         self._metrics = metrics
-        self._limit = limit
         # ingest's records taken and not acknowledged, per partition in the order taken.
         self._ingest_taken: dict[tuple[str, int], dict[_Taken, None]] = {}
         self._ingest_stream: faust.StreamT[Any] | None = None
@@ -231,40 +195,3 @@ class Pipelined:
             await asyncio.wait(tasks)
         log.info("ingest: %d records handed back, of partitions %s", len(handed),
                  sorted({t.tp for t in handed}))  # fmt: skip
-
-    async def _settle_delivery(
-        self,
-        step: DeliverStep,
-        origin: Origin,
-        sent: Sent,
-        delivery: Delivery | None,
-        context: contextvars.Context,
-        started: float,
-    ) -> None:
-        emits = await self._handling.settle("deliver", origin, sent)
-        self._metrics.record("deliver", emits, time.perf_counter() - started)
-        step.finish(origin, delivery, emits, context)
-
-    async def deliver(self, stream: faust.StreamT[Any], step: DeliverStep) -> AsyncIterator[None]:
-        manual = cast(faust.Stream[Any], stream).noack()  # the window acknowledges
-        window = Window("deliver", manual.ack, self._limit)
-        try:
-            async for event in manual.events():
-                started = time.perf_counter()
-                origin = Origin.from_faust_event(event)
-                # A tick ends any overdue document, and a page of a document whose end
-                # is in flight (not marked yet) would end it again: both wait for the
-                # window.
-                if window.holds(origin.key) or origin.header(headers.SCHEMA) == TICK:
-                    await window.drain()
-                with hop_span("deliver", origin):
-                    sent = await self._handling.start("deliver", origin, step)
-                    delivery = step.take()
-                    context = contextvars.copy_context()  # faust's current event: this one
-                ends = frozenset(d.encode() for d in delivery.completed) if delivery else _NONE
-                then = partial(self._settle_delivery, step, origin, sent, delivery, context,
-                               started)  # fmt: skip
-                await window.put(InFlight(event, then, ends))
-                yield None
-        finally:
-            window.close()

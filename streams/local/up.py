@@ -385,7 +385,7 @@ def settled_lag(settings: Settings, timeout_s: float = 60.0) -> list[GroupLag]:
         while True:
             # The reading returned is the one judged: a second one read after it could
             # find a tick the leader wrote in between, not yet committed.
-            lags = all_lag(admin, [topo.agents_app, topo.route_group, settings.gpu_group],
+            lags = all_lag(admin, [*topo.agents_groups, settings.gpu_group],
                            counter)  # fmt: skip
             if all(g.total_lag == 0 for g in lags) or time.monotonic() > deadline:
                 return lags

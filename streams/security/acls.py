@@ -133,6 +133,7 @@ def declared(names: Names) -> tuple[Role, ...]:
                 Grant("topic", f"{app}-", "prefixed", ("CREATE", "READ", "WRITE", "DESCRIBE")),
                 Grant("group", app, "literal", ("READ", "DESCRIBE")),
                 Grant("group", topo.route_group, "literal", ("READ", "DESCRIBE")),
+                Grant("group", topo.deliver_group, "literal", ("READ", "DESCRIBE")),
             ),
         ),
         Role(

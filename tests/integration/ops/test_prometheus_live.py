@@ -104,7 +104,7 @@ def test_prometheus_sees_the_lag_grow_the_alert_fire_and_both_clear(
                 # Idle: lag 0 on every partition of every group (the agents', route's and
                 # the GPU node's; the node's commit markers are not counted), and the
                 # groups are OK.
-                groups = {group, topology.route_group, node.settings.group_id}
+                groups = {*topology.agents_groups, node.settings.group_id}
 
                 def consumer_groups(rows: list[dict[str, Any]]) -> set[str]:
                     return {x["metric"]["consumergroup"] for x in rows}

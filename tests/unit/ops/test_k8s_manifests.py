@@ -135,14 +135,14 @@ def test_keda_scales_the_agents_on_their_group_capped_at_the_partition_count() -
         "Deployment",
         _named("Deployment", "pagestream-agents")["metadata"]["name"],
     )
-    faust, route = spec["triggers"]
+    faust, route, deliver = spec["triggers"]
     topology = Settings().topology
-    assert faust["metadata"]["consumerGroup"] == topology.agents_app
-    assert route["metadata"]["consumerGroup"] == topology.route_group
+    groups = [t["metadata"]["consumerGroup"] for t in spec["triggers"]]
+    assert groups == list(topology.agents_groups)
     inputs = (RAW, ORIENTED, CLASSIFIED, EXTRACTED, RECOGNIZED, PAGES_DONE, WEBHOOKS)
     assert spec["maxReplicaCount"] == max(t.partitions for t in inputs)
     bootstrap = _config_map("pagestream-config")["PAGESTREAM_KAFKA__BOOTSTRAP_SERVERS"]
-    for trigger in (faust, route):
+    for trigger in (faust, route, deliver):
         assert trigger["type"] == "kafka"
         assert trigger["metadata"]["bootstrapServers"] == bootstrap
         assert trigger["authenticationRef"] == faust["authenticationRef"]

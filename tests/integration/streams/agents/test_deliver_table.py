@@ -1,4 +1,4 @@
-"""deliver's page table, through real faust workers: it lives in memory and is rebuilt
+"""deliver's page table, through real workers: it lives in memory and is rebuilt
 from its changelog topic by the worker that takes its partitions over, and its
 delivered markers expire (tombstones in the changelog)."""
 
@@ -58,7 +58,7 @@ def test_a_restarted_worker_rebuilds_the_page_table_from_its_changelog(
     sees page 1 on the input (its offset was committed), still completes the document,
     and does not deliver again a document it already did."""
     settings = cli_env
-    group = f"{settings.topics.prefix}{settings.agents.app_id}"
+    group = topology.deliver_group
     done_topic = topology.name(PAGES_DONE)
     first = support.start_worker(tmp_path / "first.log", SESSION_TIMEOUT_S="6",
                                  HEARTBEAT_INTERVAL_S="1")  # fmt: skip
@@ -112,8 +112,14 @@ def test_delivered_markers_expire(cli_env: Settings, topology: Topology, make_pa
         assert worker.poll() is None, worker.tail()
     finally:
         worker.stop()
-    # delivered, deleted (a tombstone), delivered again
-    assert [m.value() is None for m in entries] == [False, True, False], worker.tail()
+    # Delivered, deleted (a tombstone) and delivered again. A batch writes a key's last
+    # value alone: the delete and the new marker of one batch are the new marker; then
+    # a tick deletes it in turn (TTL 0.5 s). A tick between the two pages deletes the
+    # first marker before the second page comes.
+    kinds = ["tombstone" if m.value() is None else "marker" for m in entries]
+    assert kinds in (["marker", "tombstone", "marker"], ["marker", "marker", "tombstone"]), (
+        worker.tail()
+    )
     assert {m.key() for m in entries} == {b"exp-a"}
 
 
@@ -125,7 +131,7 @@ def test_markers_recovered_from_the_changelog_expire_on_the_new_owner(
     on a tick: before, it dropped only the markers it had written itself, and recovered
     ones stayed in the table (memory) and its changelog forever."""
     settings = cli_env
-    group = f"{settings.topics.prefix}{settings.agents.app_id}"
+    group = topology.deliver_group
     done_topic, changelog = topology.name(PAGES_DONE), topology.name(DELIVER_TABLE_CHANGELOG)
     first = support.start_worker(tmp_path / "first.log", DELIVERED_TTL_S="3600")
     second = None

@@ -98,7 +98,7 @@ def test_up_runs_every_operation_prints_results_and_lag_then_stops_on_ctrl_c(
     # transactions leave after the agents' last committed offset are not lag.
     # All behind the test's prefix, as every group of a pipeline is.
     topo = cli_env.topology
-    for group in (topo.agents_app, topo.route_group, cli_env.gpu_group):
+    for group in (*topo.agents_groups, cli_env.gpu_group):
         pattern = rf"group {re.escape(group)} \(\w+\), total lag 0 records"
         assert re.search(pattern, printed), printed[-3000:]
 

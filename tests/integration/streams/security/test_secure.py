@@ -337,7 +337,7 @@ def test_up_secure_runs_every_operation_with_no_secret_in_any_log(
     agents_log = (b.data_dir.parent / "up-logs" / "agents.log").read_text(errors="replace")
     agents_end = "\n".join(ln for ln in agents_log.splitlines() if "%3|" not in ln)[-3000:]
     topo = secure.topology
-    for group in (topo.agents_app, topo.route_group, secure.gpu_group):
+    for group in (*topo.agents_groups, secure.gpu_group):
         assert re.search(rf"group {re.escape(group)} \(\w+\), total lag 0 records", printed), (
             f"{lag_tables[-6000:]}\n--- agents.log ---\n{agents_end}"
         )
