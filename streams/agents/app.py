@@ -89,7 +89,7 @@ def _faust_app(settings: Settings) -> faust.App:
         value_serializer="raw",
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
-        # route and deliver send without waiting (ack_window.py): a few ms of linger
+        # ingest and notify send without waiting (ack_window.py): a few ms of linger
         # gathers their outputs into one produce request instead of a request (a socket
         # write on each side, and broker work) for every few records.
         producer_linger_ms=agents.producer_linger_ms,

@@ -201,8 +201,19 @@ class BatchLoop:
             self._sends.write(writes, self._state.written)
 
     def _poll(self) -> list[Origin]:
+        """What is on hand, up to `batch` records; with nothing on hand, the first record
+        to come within `poll_s` and what came with it. Never waits to fill a batch:
+        `consume` returns only once it has `batch` records or its timeout passed, which
+        kept a lone record waiting `poll_s` (measured: route's hop p50 14 ms -> 61 ms)."""
+        msgs = self._consumer.consume(self._batch, 0)
+        if not msgs:
+            first = self._consumer.poll(self._poll_s)
+            if first is None:
+                return []
+            more = self._consumer.consume(self._batch - 1, 0) if self._batch > 1 else []
+            msgs = [first, *more]
         origins = []
-        for msg in self._consumer.consume(self._batch, self._poll_s):
+        for msg in msgs:
             error = msg.error()
             if error is not None:  # the client's news (a broker down, say): it retries
                 log.warning("%s: consumer: %s", self.stage, error)

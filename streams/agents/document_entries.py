@@ -21,7 +21,7 @@ The deadline tick and marker expiry read an index kept in memory beside the tabl
 partition: the documents collecting by when they started, and the markers by when they
 were written. A tick touches the documents past their deadline and the markers past
 their TTL, not the table: walking the table (hashing every key to its partition, in pure
-Python, on the event loop) cost every tick the size of a day of markers. The index is
+Python) cost every tick the size of a day of markers. The index is
 rebuilt from the table, in one walk, on the first use after the table was recovered (a
 rebalance: `recovered()`), so markers and documents recovered from the changelog expire
 and end like the worker's own.

@@ -19,8 +19,8 @@ by the broker:
   letter is built, logged and counted by streams/kafka/dead_letters.py's
   `DeadLetters`.
 
-deliver pipelines its records (streams/agents/ack_window.py; route has its own batched
-loop and the same rules: batches.py): `start` runs the
+notify pipelines its dead letters (streams/agents/ack_window.py; route and deliver have
+their own batched loop and the same rules: batches.py): `start` runs the
 step and hands its outputs to the producer without waiting, `settle` later waits for
 their acknowledgements with the same rules as `run` (a world error re-sends the same
 outputs until they are acknowledged; a refusal as too large sends the dead letter).

@@ -86,11 +86,10 @@ class AgentSettings(BaseModel):
     webhook_breaker_open_s: float = Field(default=30.0, gt=0)
     # One small record on docs.progress each time a page moves (`pagestream status`).
     progress_events: bool = True
-    # deliver takes further records while the broker acknowledges the outputs of
-    # earlier ones (streams/agents/ack_window.py), and route polls batches of records
-    # (streams/agents/batches.py): at most this many per agent are taken and not yet
-    # acknowledged. 1: one record at a time. (ingest's bound is its render processes:
-    # see render_processes.)
+    # route and deliver poll batches of up to this many records
+    # (streams/agents/batches.py), and notify takes up to this many while earlier POSTs
+    # are under way (streams/agents/ack_window.py). 1: one record at a time. (ingest's
+    # bound is its render processes: see render_processes.)
     max_in_flight: int = Field(default=1000, ge=1)
     # How long the agents' producer waits to fill a batch before sending it: a few ms
     # makes one produce request of many pipelined outputs. Adds up to that much to each
