@@ -58,12 +58,12 @@ from streams.faults import is_worlds_fault
 from streams.kafka import clients as kafka
 from streams.kafka.dead_letters import DeadLetters
 from streams.kafka.envelope import Origin, Outgoing
+from streams.kafka.errors import is_transient
 from streams.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
 
 BatchStep = Callable[[Origin], list[Outgoing]]
-_START_TRIES = 5
 
 
 class BatchState(Protocol):
@@ -154,17 +154,21 @@ class BatchLoop:
         return self._takeover.starts(fresh) if fresh else {}
 
     def _tried(self, call: Callable[[], Any]) -> Any:
-        """`call`, tried again a few times while the cluster fails it; without it, no
-        start (the worker goes down, to be restarted)."""
-        for attempt in range(1, _START_TRIES + 1):
+        """`call`, tried again with backoff for as long as the cluster fails it for a
+        while (a broker restarting, its coordinator loading): a worker that gave up
+        after a few tries crashed on every broker restart (the chaos test). An error
+        that is not transient (a right refused) raises: the worker goes down, saying
+        why."""
+        attempt = 0
+        while True:
             try:
                 return call()
             except KafkaException as exc:
-                if attempt == _START_TRIES:
+                if not is_transient(exc):
                     raise
+                attempt += 1
                 self._backoff.count(None, exc)
                 self._backoff.sleep(attempt)
-        raise AssertionError("unreachable")
 
     def _take_over(self) -> None:
         """The starts of the last assignment committed (takeover.py)."""

@@ -21,6 +21,7 @@ not read again.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator, MutableMapping
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
@@ -33,6 +34,8 @@ log = logging.getLogger(__name__)
 _READ_BATCH = 10_000
 _READ_POLL_S = 0.5
 _WATERMARK_TIMEOUT_S = 10.0
+# A changelog partition that gives nothing for this long before its end is reached.
+_READ_QUIET_S = 30.0
 
 
 class ChangelogTable(MutableMapping[bytes, bytes]):
@@ -126,10 +129,19 @@ class ChangelogTable(MutableMapping[bytes, bytes]):
             return
         consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in todo])
         records = 0
+        quiet_since = time.monotonic()
         while todo:
             if stopped():
                 raise Stopped  # the next owner reads it
-            for msg in consumer.consume(_READ_BATCH, _READ_POLL_S):
+            msgs = consumer.consume(_READ_BATCH, _READ_POLL_S)
+            if msgs:
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since > _READ_QUIET_S:
+                # Read again from the start, with a fresh reader (the loop retries).
+                raise KafkaException(
+                    KafkaError(KafkaError._TIMED_OUT, "deliver's changelog: nothing read")
+                )
+            for msg in msgs:
                 error = msg.error()
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:

@@ -15,16 +15,26 @@ from __future__ import annotations
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+_TIMEOUT_S = 15.0
+
 
 class Takeover:
     def __init__(self, admin: AdminClient, group: str) -> None:
         self._admin = admin
         self.group = group
+        # Where the old group left every partition it committed, read once: it no longer
+        # moves. Asked on every rebalance, the cluster kept one worker's assignment
+        # callback (and so its group's rebalance) waiting a minute at a time after a
+        # broker restart (the chaos test, 2026-12-07).
+        self._left: dict[tuple[str, int], int] | None = None
 
     def starts(self, partitions: list[TopicPartition]) -> dict[tuple[str, int], int]:
         """Where the old group stands on each partition asked about (those it committed)."""
-        asked = [TopicPartition(tp.topic, tp.partition) for tp in partitions]
-        request = ConsumerGroupTopicPartitions(self.group, asked)
-        result = self._admin.list_consumer_group_offsets([request])[self.group].result()
-        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions
-                if tp.offset >= 0}  # fmt: skip
+        if self._left is None:
+            request = ConsumerGroupTopicPartitions(self.group)  # every partition it has
+            futures = self._admin.list_consumer_group_offsets([request], request_timeout=_TIMEOUT_S)
+            result = futures[self.group].result()
+            self._left = {(tp.topic, tp.partition): tp.offset
+                          for tp in result.topic_partitions or [] if tp.offset >= 0}  # fmt: skip
+        asked = [(tp.topic, tp.partition) for tp in partitions]
+        return {tp: self._left[tp] for tp in asked if tp in self._left}

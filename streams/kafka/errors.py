@@ -21,14 +21,20 @@ _AUTHORIZATION = {
 }
 
 
-# A partition without a leader for a moment (a topic just created, a broker restarting)
-# answers these; librdkafka's admin calls return them instead of retrying.
-_LEADERSHIP = {
+# A partition without a leader for a moment (a topic just created), a broker restarting,
+# a group coordinator loading: librdkafka's admin and offset calls return these instead
+# of retrying, not always flagged retriable.
+_PASSING = {
     KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.UNKNOWN_TOPIC_OR_PART,
     KafkaError._TIMED_OUT,
     KafkaError._TRANSPORT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR,
 }
 
 
@@ -46,7 +52,7 @@ def is_transient(exc: BaseException) -> bool:
     """Whether a read of the cluster's state (offsets, watermarks) is worth asking again:
     a retriable error, or a partition between leaders."""
     err = error_of(exc)
-    return err is not None and (bool(err.retriable()) or err.code() in _LEADERSHIP)
+    return err is not None and (bool(err.retriable()) or err.code() in _PASSING)
 
 
 def is_authentication(err: KafkaError) -> bool:

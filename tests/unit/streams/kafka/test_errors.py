@@ -11,7 +11,9 @@ from streams.kafka.errors import is_transient
 @pytest.mark.parametrize(
     "code",
     [KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
-     KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT, KafkaError._TRANSPORT],
+     KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
+     KafkaError._ALL_BROKERS_DOWN, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+     KafkaError.NOT_COORDINATOR],
 )  # fmt: skip
 def test_a_partition_between_leaders_is_asked_again(code: int) -> None:
     assert is_transient(KafkaException(KafkaError(code)))
