@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 # The broker (or the producer, before sending) refuses the record as too large.
 _TOO_LARGE = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE})
 Written = Callable[[Outgoing, int], None]  # a state record acknowledged at an offset
+T = TypeVar("T")
 
 
 class Stopped(Exception):
@@ -66,6 +67,20 @@ class Backoff:
         if self.metrics is not None:
             self.metrics.retries.labels(self.stage, type(exc).__name__).inc()
         log.warning("%s%s will be retried: %s: %s", self.stage, where, type(exc).__name__, exc)
+
+    def retried(self, call: Callable[[int], T], worth: Callable[[BaseException], bool],
+                origin: Origin | None = None) -> T:  # fmt: skip
+        """`call(try number)`, tried again for as long as what it raises is `worth` it."""
+        attempt = 0
+        while True:
+            try:
+                return call(attempt + 1)
+            except Exception as exc:
+                if not worth(exc):
+                    raise
+                attempt += 1
+                self.count(origin, exc)
+                self.sleep(attempt)
 
     def sleep(self, attempt: int) -> None:
         """The wait before try `attempt` + 1; Stopped if asked to stop meanwhile."""

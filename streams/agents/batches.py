@@ -159,16 +159,7 @@ class BatchLoop:
         after a few tries crashed on every broker restart (the chaos test). An error
         that is not transient (a right refused) raises: the worker goes down, saying
         why."""
-        attempt = 0
-        while True:
-            try:
-                return call()
-            except KafkaException as exc:
-                if not is_transient(exc):
-                    raise
-                attempt += 1
-                self._backoff.count(None, exc)
-                self._backoff.sleep(attempt)
+        return self._backoff.retried(lambda _: call(), is_transient)
 
     def _take_over(self) -> None:
         """The starts of the last assignment committed (takeover.py)."""
@@ -229,16 +220,7 @@ class BatchLoop:
         """The step's outputs fitted to the record limit, or the record's dead letter;
         tried again, with backoff, for as long as the world fails the step (or the blob
         store a dead letter's value goes to)."""
-        attempt = 0
-        while True:
-            try:
-                return self._try_outputs(origin, attempt + 1)
-            except Exception as exc:
-                if not is_worlds_fault(exc):
-                    raise
-                attempt += 1
-                self._backoff.count(origin, exc)
-                self._backoff.sleep(attempt)
+        return self._backoff.retried(partial(self._try_outputs, origin), is_worlds_fault, origin)
 
     def _try_outputs(self, origin: Origin, attempts: int) -> list[Outgoing]:
         with hop_span(self.stage, origin):
