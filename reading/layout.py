@@ -33,10 +33,10 @@ import logging
 import math
 import re
 import unicodedata
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from pymupdf import Document, Font, Matrix, Point, Rect
@@ -45,11 +45,20 @@ from pymupdf4llm.helpers import document_layout
 from reading.blocks import ROWS_KEY, page_blocks
 from reading.columns import regions
 from reading.furniture import row_block, split_furniture
-from reading.layout_model import layout_model
+from reading.kept_text import word_share
+from reading.layout_model import layout_model, tables_as_text
 from reading.mupdf import raise_if_out_of_memory
 from reading.pixel_tables import Grid, draw_grids, find_grids
 from reading.styled_words import join_styled_words
 from reading.tables import repaired_rows, written
+from reading.text_repairs import (
+    drop_caps,
+    furniture_rows,
+    raw_lines,
+    respace,
+    spaced_words,
+    with_drop_caps,
+)
 from reading.upright import turned, upright_copy
 from schemas.document_json import Block
 from schemas.pages import OcrBox
@@ -67,6 +76,10 @@ HTML_TABLES = True
 # layer's words is read again with the model's grid (see layout_markdown); pages of
 # bench/quality kept 95 % or more, but for the two pages of a tax form (90 and 91 %).
 MIN_TABLE_WORD_SHARE = 0.95
+# A page whose tables lose words either way is read with its tables as text when that
+# keeps this much more of its words (the tax form's pages: 92-93 % as tables, 99-100 % as
+# text; a table page of bench/quality that keeps 91 % keeps no more as text).
+MIN_TEXT_GAIN = 0.05
 
 # What a page read from pixels keeps when its table finder fails.
 TABLES_AS_TEXT = "its tables' lines laid out as text"
@@ -127,14 +140,26 @@ def _layout_straight(doc: Any, pages: Sequence[int],
             return {n: r for n, (r, _) in read.items()}
         # Text the table finder's tables claim but do not hold (forms of boxes within
         # boxes) is lost: such a page is read again with the model's grid, and the
-        # version keeping more of the text layer's words wins.
-        shares = {n: _word_share(r.markdown, doc[n - 1]) for n, (r, tables) in read.items()
+        # version keeping more of the text layer's words wins. Where that one loses
+        # words too, the page is read a third time with its tables as text, which wins
+        # if it keeps clearly more (a form's grid cuts its words: "Departm|ent").
+        shares = {n: word_share(r.markdown, doc[n - 1]) for n, (r, tables) in read.items()
                   if tables}  # fmt: skip
         lossy = [n - 1 for n, share in shares.items() if share < MIN_TABLE_WORD_SHARE]
         if lossy:
             for n, (r, _) in _parsed_markdown(doc, lossy, keep_headers, html_tables=False).items():
-                if _word_share(r.markdown, doc[n - 1]) > shares[n]:
-                    read[n] = (r, False)
+                share = word_share(r.markdown, doc[n - 1])
+                if share > shares[n]:
+                    read[n], shares[n] = (r, False), share
+            still = [n for n in lossy if shares[n + 1] < MIN_TABLE_WORD_SHARE]
+            as_text = {}
+            if still:  # (no pages is every page to the parse)
+                with tables_as_text():
+                    as_text = _parsed_markdown(doc, still, keep_headers, html_tables=False)
+            for n, (r, _) in as_text.items():
+                if word_share(r.markdown, doc[n - 1]) >= shares[n] + MIN_TEXT_GAIN:
+                    note = f"tables read as text (as tables: {1 - shares[n]:.0%} of words lost)"
+                    read[n] = (replace(r, warnings=[*r.warnings, note]), False)
         return {n: r for n, (r, _) in read.items()}
 
 
@@ -147,25 +172,18 @@ def _parsed_markdown(doc: Any, pages: Sequence[int], keep_headers: bool, *,
     )  # fmt: skip
     out = {}
     for page in parsed.pages:
-        words = doc[page.page_number - 1].get_text("words")
+        pdf_page = doc[page.page_number - 1]
+        words = pdf_page.get_text("words")
         tables = html_tables and _repair_tables(page, words)
+        furniture_rows(page, pdf_page.rect.height)
+        raw = raw_lines(pdf_page)
+        spaced = spaced_words(raw)
         markdown = _page_markdown(parsed, page, keep_headers)
         markdown = join_styled_words(markdown, {w[4] for w in words})
-        blocks = page_blocks(page, tidy=tidy_text_layer)
+        markdown = with_drop_caps(respace(markdown, spaced), drop_caps(raw))
+        blocks = page_blocks(page, tidy=partial(_tidy, spaced=spaced))
         out[page.page_number] = (PageReading(tidy_text_layer(markdown), blocks), tables)
     return out
-
-
-_WORD = re.compile(r"[^\W_]{2,}")
-
-
-def _word_share(markdown: str, pdf_page: Any) -> float:
-    """The share of the page's text-layer words (two letters or digits or more) that
-    `markdown` holds, counted with repeats."""
-    words = Counter(_WORD.findall(" ".join(w[4] for w in pdf_page.get_text("words"))))
-    kept = Counter(_WORD.findall(_MARKUP.sub(" ", markdown)))
-    total = sum(words.values())
-    return sum((words & kept).values()) / total if total else 1.0
 
 
 def markdown_from_lines(width: int, height: int, lines: Sequence[OcrBox], *,
@@ -341,6 +359,10 @@ def _comment(kind: str, text: str) -> str:
     return f"<!-- {kind}: {text} -->"
 
 
+def _tidy(text: str, spaced: dict[str, str]) -> str:
+    return tidy_text_layer(respace(text, spaced))
+
+
 def tidy_text_layer(markdown: str) -> str:
     """What TeX-made PDFs leave in their text layers, as a reader would type it: a spacing
     accent before its letter ("J\u00b4an Min\u00b4a\u02c7c") composed ("J\u00e1n
@@ -363,19 +385,6 @@ def _compose(match: re.Match[str]) -> str:
     letter = "i" if match.group(2) == "\u0131" else match.group(2)  # a dotless i takes the accent
     composed = unicodedata.normalize("NFC", letter + _COMBINING[match.group(1)])
     return composed if len(composed) == 1 else match.group(0)
-
-
-def kept_share(markdown: str, text: str) -> float:
-    """The share of `text`'s visible characters that `markdown` kept (1 for no text)."""
-    chars = _visible_chars(text)
-    return _visible_chars(markdown) / chars if chars else 1.0
-
-
-def _visible_chars(text: str) -> int:
-    return sum(1 for c in _MARKUP.sub("", text) if not c.isspace())
-
-
-_MARKUP = re.compile(r"<!--.*?-->|<[^>]+>|[|#*_`\\-]", re.S)
 
 
 def _box_text(box: Any) -> str:

@@ -26,7 +26,7 @@ from typing import Any
 import onnxruntime  # type: ignore[import-untyped]
 import pymupdf
 import pymupdf4llm
-from pymupdf4llm.helpers import table_html
+from pymupdf4llm.helpers import document_layout, table_html
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,9 @@ _MODEL: list[Any] = []
 # The thread whose parse runs the table finder only where the model saw a table (set
 # under _LOCK, for the parse in progress; 0: none).
 _GATED = [0]
+# The thread whose parse reads the regions the model takes for tables as text (set by
+# `tables_as_text()` inside `layout_model()`; 0: none).
+_AS_TEXT = [0]
 
 
 def _quiet_session(model_path: Any, providers: Any = None) -> Any:
@@ -76,6 +79,17 @@ def _install() -> None:
         return real(page)
 
     table_html.page_html_tables = tables_where_the_model_sees_them
+    layout = document_layout.get_layout_locked
+
+    def layout_with_tables_as_text(page: Any, **kwargs: Any) -> Any:
+        found = layout(page, **kwargs)
+        if _AS_TEXT[0] == threading.get_ident():
+            for box in page.layout_information or []:
+                if box.get("class_name") == "table":
+                    box["class_name"] = "text"
+        return found
+
+    document_layout.get_layout_locked = layout_with_tables_as_text
 
 
 @contextmanager
@@ -93,5 +107,16 @@ def layout_model(*, gate_tables: bool = False) -> Iterator[None]:
         try:
             yield
         finally:
-            _GATED[0] = 0
+            _GATED[0] = _AS_TEXT[0] = 0
             pymupdf4llm.use_layout(False)
+
+
+@contextmanager
+def tables_as_text() -> Iterator[None]:
+    """Inside `layout_model()`: this caller's parse reads the regions the model takes
+    for tables as text, with no table finder and no grid."""
+    _AS_TEXT[0] = threading.get_ident()
+    try:
+        yield
+    finally:
+        _AS_TEXT[0] = 0

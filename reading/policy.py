@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from reading.layout import kept_share
+from reading.kept_text import kept_share
 from reading.mupdf import raise_if_out_of_memory
 from schemas import Backend, TextLayer
 

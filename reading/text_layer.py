@@ -148,8 +148,12 @@ def _laid_out(doc: Any, page: TextPage, keep_headers: bool) -> TextPage:
         page = _with_warning(page, laid.warning)
     if laid.markdown is None:
         return page
+    # The model's warnings and blocks where its Markdown is the page's (not the lines it
+    # fell back to).
+    if read and laid.markdown is read[0].markdown:
+        for warning in read[0].warnings:  # a form's tables read as text
+            page = _with_warning(page, warning)
     update: dict[str, Any] = {"markdown": laid.markdown}
-    # The model's blocks where its Markdown is the page's (not the lines it fell back to).
     if read and laid.markdown is read[0].markdown and page.result.layout is not None:
         blocks = [_scaled(b, page.scale) for b in read[0].blocks]
         layout: dict[str, Any] = {"blocks": blocks}

@@ -101,6 +101,9 @@ def instrument(clock: Clock) -> None:
 def main(
     repeats: Annotated[int, typer.Option(min=1, help="Reads of each page after its warm-up.")] = 2,
     out: Annotated[Path | None, typer.Option(help="Write the figures as JSON here.")] = None,
+    born_digital: Annotated[
+        bool, typer.Option(help="Only pages read from their text layers (minutes fewer).")
+    ] = False,
 ) -> None:
     """Read every page of the corpus in this process; print CPU seconds per page and part."""
     from gpu_node.models.device import select_device
@@ -118,12 +121,14 @@ def main(
     parts: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     library: list[float] = []
     for page in pages:
-        if page.rotation:
+        if page.rotation or (born_digital and page.origin != "digital"):
             continue  # a turned copy of a scan costs what its upright page does, plus orientation
         data = (CORPUS / page.file).read_bytes()
         kind = kind_of(page, tables)
         read = _reader(data, engine)
         if read() == "pixels":  # the warm-up read: fonts, the model's first page
+            if born_digital:
+                continue
             kind = "read from pixels"
         for _ in range(repeats):
             clock.seconds.clear()

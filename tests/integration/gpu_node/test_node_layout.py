@@ -2,7 +2,9 @@
 whose layout runs past PAGESTREAM_NODE__LAYOUT_TIMEOUT_S keeps its plain text with a
 warning, its fact is written and its offset committed, and the node reads on; with the
 processes (the default) and without (0: on the compute thread), the same Markdown; a
-scanned invoice's borderless items table comes back a table (reading/pixel_tables.py)."""
+scanned invoice's borderless items table comes back a table (reading/pixel_tables.py), and
+with its table finder failing, its items come back as the layout model makes them, with a
+warning."""
 
 from __future__ import annotations
 
@@ -87,3 +89,26 @@ def test_a_scanned_invoices_items_come_back_as_a_table(settings, topology, node_
     assert got.ocr.layout is not None
     (table,) = [b.table for b in got.ocr.layout.blocks if b.kind == "table"]
     assert table is not None and (table.rows, table.cols) == (7, 4)
+
+
+def test_a_failing_table_finder_leaves_the_invoices_items_to_the_model_with_a_warning(
+    settings, topology, node_factory, make_page, monkeypatch
+):
+    from reading import layout
+
+    def broken(lines: object) -> list[object]:
+        raise ValueError("no grid")
+
+    # Laid out on the node's compute thread (no layout processes), where the finder is
+    # this process's.
+    monkeypatch.setattr(layout, "find_grids", broken)
+    work, facts = stage_topics(topology)[Stage.ocr]
+    (doc,) = generate(12, 1, doc_types=[DocumentType.invoice], rotations=[0], width=960)
+    page = make_page(doc.image, doc_id="invoice-0", operation=Operation.ocr)
+    with node_factory(layout_workers=0):
+        produce_pages(settings, work, [page])
+        (msg,) = read_committed(settings, [facts], expect=1, timeout_s=240)
+    got = decode(PageState, msg.value())
+    assert got.ocr is not None and got.ocr.markdown is not None
+    assert got.ocr.warnings == [f"the table finder failed (ValueError); {layout.TABLES_AS_TEXT}"]
+    assert "CABO USB 2M" in got.ocr.markdown and "177,30" in got.ocr.markdown
