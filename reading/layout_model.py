@@ -115,6 +115,8 @@ def layout_model(*, gate_tables: bool = False) -> Iterator[None]:
 def tables_as_text() -> Iterator[None]:
     """Inside `layout_model()`: this caller's parse reads the regions the model takes
     for tables as text, with no table finder and no grid."""
+    if not _LOCK.locked():
+        raise RuntimeError("tables_as_text() is for a caller inside layout_model()")
     _AS_TEXT[0] = threading.get_ident()
     try:
         yield

@@ -10,14 +10,16 @@ Three mistakes, each seen on a page of bench/quality:
   where a space would be and no space character ("Table1 Compositionofthepretraining
   dataforOLMo2."). Inside one of the text layer's words, a gap between two characters
   wider than `GAP_EM` of the font size, and than `GAP_SPREAD` times the word's median
-  gap (so letter-spaced words stay whole), between two letters or digits (an italic
-  "F(b)" stays), is a space (`spaced_words`, `respace`).
+  gap (so letter-spaced words stay whole), between two Latin letters or digits (an
+  italic "F(b)" stays), is a space (`spaced_words`, `respace`). A display heading kerned
+  apart by more than a tenth of an em would be cut too: none was seen.
 - **A drop cap.** A paragraph's first letter set large over three lines is a line of
   its own, which the parse puts where its middle falls: into the paragraph's second line
   ("organiO sations"). A one-letter line at least `CAP_SIZE` times the size of the line
   that starts beside its top is put back before that line (`drop_caps`,
-  `with_drop_caps`); the Markdown is left as it is unless the letter is found exactly
-  once where the parse put it.
+  `with_drop_caps`), glued to its first word unless the letter is a word of its own
+  ("A long time ago", Portuguese "O livro"); the Markdown is left as it is unless the
+  paragraph's opening and the letter are each found exactly once.
 
 Each repair acts on the parse (`page.boxes`) or on the Markdown it wrote, with what the
 text layer says; nothing here runs the model.
@@ -112,7 +114,13 @@ def _cuts(word: list[tuple[dict[str, Any], float]]) -> set[int]:
     gaps = [b["bbox"][0] - a["bbox"][2] for (a, _), (b, _) in pairwise(word)]
     floor = GAP_SPREAD * max(statistics.median(gaps), 0.0)
     return {i + 1 for i, gap in enumerate(gaps) if gap > max(GAP_EM * word[i][1], floor)
-            and word[i][0]["c"].isalnum() and word[i + 1][0]["c"].isalnum()}  # fmt: skip
+            and _latin(word[i][0]["c"]) and _latin(word[i + 1][0]["c"])}  # fmt: skip
+
+
+def _latin(char: str) -> bool:
+    """A letter or digit of the Latin script (CJK sets a quarter em between its
+    characters and digits where no space belongs)."""
+    return char.isalnum() and ord(char) < 0x250
 
 
 def respace(text: str, spaced: Mapping[str, str]) -> str:
@@ -141,12 +149,21 @@ def _respaced(token: str, spaced: Mapping[str, str]) -> str:
 class DropCap:
     letter: str
     lines: list[str]  # the text-layer lines beside it, top down (the first starts the paragraph)
+    glue: bool = True  # the letter starts the first line's first word ("O" + "ver"), else a word
+
+
+# One-letter words of the Latin-script languages read here (English, Portuguese, Spanish,
+# French...): such a cap is a word of its own unless the page holds it glued ("In" for
+# "I" + "n").
+_LETTER_WORDS = frozenset("AIOEYÀÉ")
 
 
 def drop_caps(raw: list[dict[str, Any]]) -> list[DropCap]:
     """The drop caps among a page's text lines (`raw_lines`), each with the lines of
-    text that stand beside it."""
+    text that stand beside it. A large letter beside a line that starts with a capital
+    (a glossary's "A" beside "Abstract") is none; a small-caps opening ("VER THE") is."""
     lines = [(line, _text(line)) for line in raw]
+    words = {w.lower() for _, t in lines for w in t.split()}
     caps = []
     for line, text in lines:
         letter = text.strip()
@@ -155,13 +172,20 @@ def drop_caps(raw: list[dict[str, Any]]) -> list[DropCap]:
         _, y0, x1, y1 = line["bbox"]
         size = max(s["size"] for s in line["spans"])
         beside = sorted(
-            ((other["bbox"][1], t) for other, t in lines
+            ((other["bbox"][1], " ".join(t.split())) for other, t in lines
              if other is not line and t.strip() and y0 - size / 4 <= other["bbox"][1] < y1
              and 0 <= other["bbox"][0] - x1 <= size / 2
              and max(s["size"] for s in other["spans"]) * CAP_SIZE <= size),
         )  # fmt: skip
-        if beside and beside[0][0] <= y0 + size / 3:
-            caps.append(DropCap(letter, [" ".join(t.split()) for _, t in beside]))
+        if not beside or beside[0][0] > y0 + size / 3:
+            continue
+        first = beside[0][1].split()[0]
+        if first[0].isupper() and not first.isupper():
+            continue
+        glued = (letter + first).lower() in words or (
+            letter.upper() not in _LETTER_WORDS and not text.endswith(" ")
+        )
+        caps.append(DropCap(letter, [t for _, t in beside], glue=glued))
     return caps
 
 
@@ -170,25 +194,31 @@ def _text(line: dict[str, Any]) -> str:
 
 
 def with_drop_caps(markdown: str, caps: Iterable[DropCap]) -> str:
-    """`markdown` with each drop cap taken from where the parse put it (between two of
-    the lines beside it, or alone before the first) and set before its paragraph's first
-    word; unchanged for a cap not found exactly once."""
+    """`markdown` with each drop cap set before its paragraph's first word, and taken
+    from where the parse put it: alone just before that word, or between two of the
+    lines beside it (after the opening). Unchanged for a cap whose opening is not found
+    exactly once, or whose letter is not found exactly once where the parse puts it."""
     for cap in caps:
         first = cap.lines[0].split()
-        if not first:
+        opening = list(re.finditer(r"(?<!\w)" + r"\s+".join(map(re.escape, first[:4])), markdown))
+        if len(opening) != 1:
             continue
-        places = [(rf"(?<!\w){re.escape(cap.letter)}\s+(?={re.escape(first[0])})", "")]
+        at = opening[0].start()
+        head, tail = markdown[:at], markdown[at:]
+        mark = cap.letter if cap.glue else cap.letter + " "
+        alone = re.search(rf"(?<!\w){re.escape(cap.letter)}\s+$", head)
+        if alone is not None:
+            markdown = head[: alone.start()] + mark + tail
+            continue
+        places = []
         for upper, lower in pairwise(cap.lines):
             if upper.split() and lower.split():
                 end, start = upper.split()[-1], lower.split()[0]
                 joined = end[:-1] if end.endswith("-") else end + " "
-                places.append((rf"{re.escape(end.rstrip('-'))}-?\s*{re.escape(cap.letter)}"
-                               rf"\s*(?={re.escape(start)})", joined))  # fmt: skip
-        found = [(p, r) for p, r in places if len(re.findall(p, markdown)) == 1]
-        opening = re.escape(" ".join(first[:3]))
-        if len(found) != 1 or len(re.findall(opening, markdown)) < 1:
-            continue
-        pattern, replacement = found[0]
-        markdown = re.sub(pattern, replacement, markdown, count=1)
-        markdown = re.sub(rf"(?<!\w)(?={opening})", cap.letter, markdown, count=1)
+                pattern = (rf"(?<!\w){re.escape(end.rstrip('-'))}-?\s*{re.escape(cap.letter)}"
+                           rf"\s*(?={re.escape(start)})")  # fmt: skip
+                places += [(m, joined) for m in re.finditer(pattern, tail)]
+        if len(places) == 1:
+            found, joined = places[0]
+            markdown = head + mark + tail[: found.start()] + joined + tail[found.end() :]
     return markdown

@@ -92,6 +92,36 @@ def test_a_drop_cap_goes_back_before_its_paragraph() -> None:
     assert with_drop_caps(twice, [cap]) == twice
 
 
+def test_a_drop_cap_found_nowhere_or_twice_leaves_the_markdown_alone() -> None:
+    # "n 1990" inside "In 1990": the opening is not there; the cap "I" is a word elsewhere.
+    cap = DropCap("I", ["n 1990 the company", "grew fast and"], glue=True)
+    placed = "In 1990 the company grew fast and I never looked back."
+    assert with_drop_caps(placed, [cap]) == placed
+    # the opening twice: which one the cap begins is unknown
+    cap = DropCap("A", ["long time ago", "there lived"], glue=False)
+    twice = "# long time ago\n\nA\n\nlong time ago there lived"
+    assert with_drop_caps(twice, [cap]) == twice
+    # a replacement built from the page's text is not a pattern
+    cap = DropCap("O", ["ver the C:\\Users\\", "path goes"], glue=True)
+    md = r"ver the C:\Users\O path goes"
+    assert with_drop_caps(md, [cap]) == r"Over the C:\Users\ path goes"
+
+
+def test_a_cap_that_is_a_word_keeps_its_space_and_a_capitalised_line_has_no_cap() -> None:
+    doc = pymupdf.open()
+    page = doc.new_page()
+    for x, y, letter, line in ((50, 126, "A", "long time ago there"), (50, 326, "O", "livro de"),
+                               (50, 526, "A", "Abstract: a summary")):  # fmt: skip
+        page.insert_text((x, y), letter, fontname="tiro", fontsize=36)
+        for i, text in enumerate((line, "lived a king who", "ruled the land")):
+            page.insert_text((x + 28, y - 20 + i * 10), text, fontname="tiro", fontsize=9)
+    caps = drop_caps(raw_lines(page))
+    assert [(c.letter, c.lines[0], c.glue) for c in caps] == [
+        ("A", "long time ago there", False), ("O", "livro de", False)]  # fmt: skip
+    md = "long time ago there lived a king who A ruled the land"
+    assert with_drop_caps(md, caps[:1]) == "A long time ago there lived a king who ruled the land"
+
+
 def _box(kind: str, y0: float, y1: float, lines: int = 1) -> Any:
     return SimpleNamespace(boxclass=kind, y0=y0, y1=y1, textlines=[{}] * lines)
 
