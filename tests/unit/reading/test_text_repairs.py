@@ -176,3 +176,25 @@ def test_respacing_only_puts_spaces_in(words: list[str], spaced: dict[str, int])
                for w, at in spaced.items()}  # fmt: skip
     text = " ".join(words)
     assert respace(text, mapping).replace(" ", "") == text.replace(" ", "")
+
+
+_words = st.text(alphabet="aAbOo-\\ \n", min_size=1, max_size=8)
+
+
+@given(
+    markdown=st.text(alphabet="aAbOo-\\ \n(*", max_size=60),
+    letter=st.sampled_from("AOb"),
+    lines=st.lists(_words, min_size=1, max_size=4),
+    glue=st.booleans(),
+)
+def test_a_drop_cap_only_moves_its_letter(
+    markdown: str, letter: str, lines: list[str], glue: bool
+) -> None:
+    # Whatever the parse wrote: no error, and every character but spaces and a line's
+    # end hyphen is kept, as many times.
+    out = with_drop_caps(markdown, [DropCap(letter, lines, glue=glue)])
+
+    def kept(text: str) -> list[str]:
+        return sorted(c for c in text if not c.isspace() and c != "-")
+
+    assert kept(out) == kept(markdown)
