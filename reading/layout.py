@@ -52,6 +52,7 @@ from reading.pixel_tables import Grid, draw_grids, find_grids
 from reading.styled_words import join_styled_words
 from reading.tables import repaired_rows, written
 from reading.text_repairs import (
+    DropCap,
     drop_caps,
     furniture_rows,
     raw_lines,
@@ -180,8 +181,9 @@ def _parsed_markdown(doc: Any, pages: Sequence[int], keep_headers: bool, *,
         spaced = spaced_words(raw)
         markdown = _page_markdown(parsed, page, keep_headers)
         markdown = join_styled_words(markdown, {w[4] for w in words})
-        markdown = with_drop_caps(respace(markdown, spaced), drop_caps(raw))
-        blocks = page_blocks(page, tidy=partial(_tidy, spaced=spaced))
+        caps = drop_caps(raw)
+        markdown = with_drop_caps(respace(markdown, spaced), caps)
+        blocks = page_blocks(page, tidy=partial(_tidy, spaced=spaced, caps=caps))
         out[page.page_number] = (PageReading(tidy_text_layer(markdown), blocks), tables)
     return out
 
@@ -359,8 +361,9 @@ def _comment(kind: str, text: str) -> str:
     return f"<!-- {kind}: {text} -->"
 
 
-def _tidy(text: str, spaced: dict[str, str]) -> str:
-    return tidy_text_layer(respace(text, spaced))
+def _tidy(text: str, spaced: dict[str, str], caps: list[DropCap]) -> str:
+    """A block's text repaired as the page's Markdown is."""
+    return tidy_text_layer(with_drop_caps(respace(text, spaced), caps))
 
 
 def tidy_text_layer(markdown: str) -> str:

@@ -47,6 +47,7 @@ _FLAGS = (pymupdf.TEXT_PRESERVE_LIGATURES | pymupdf.TEXT_PRESERVE_WHITESPACE
 _SAME_ROW = 0.5  # of the lower box's height: two boxes' overlap that makes one row
 # Markdown and HTML marks pymupdf4llm puts round styled spans (as reading/styled_words.py).
 _MARK = re.compile(r"</?(?:sup|sub|u|mark)>|\*\*|~~|`")
+_PUNCT = ".,;:!?()[]\"'\u2018\u2019\u201c\u201d"
 
 
 def furniture_rows(page: Any, height: float) -> int:
@@ -95,7 +96,11 @@ def spaced_words(lines: list[dict[str, Any]]) -> dict[str, str]:
             text = "".join(c["c"] for c, _ in word)
             cut = _cuts(word)
             if cut:
-                spaced[text] = "".join((" " if i in cut else "") + ch for i, ch in enumerate(text))
+                want = "".join((" " if i in cut else "") + ch for i, ch in enumerate(text))
+                spaced[text] = want
+                # A block's text sets a word's closing "." apart ("dataforOLMo2 ."): the
+                # word without the punctuation round it is looked up too.
+                spaced.setdefault(text.strip(_PUNCT), want.strip(_PUNCT))
     return spaced
 
 
@@ -163,7 +168,7 @@ def drop_caps(raw: list[dict[str, Any]]) -> list[DropCap]:
     text that stand beside it. A large letter beside a line that starts with a capital
     (a glossary's "A" beside "Abstract") is none; a small-caps opening ("VER THE") is."""
     lines = [(line, _text(line)) for line in raw]
-    words = {w.lower() for _, t in lines for w in t.split()}
+    words = {w.strip(_PUNCT).lower() for _, t in lines for w in t.split()}
     caps = []
     for line, text in lines:
         letter = text.strip()

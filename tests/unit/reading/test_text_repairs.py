@@ -47,9 +47,12 @@ def test_gaps_where_a_page_drew_no_spaces_become_spaces() -> None:
     for i, char in enumerate("SPACED"):
         page.insert_text((72 + i * 9, 160), char, fontname="helv", fontsize=9)
     spaced = spaced_words(raw_lines(page))
-    assert spaced == {"Table1": "Table 1", "Compositionofthedata.": "Composition of the data."}
+    assert spaced == {"Table1": "Table 1", "Compositionofthedata.": "Composition of the data.",
+                      "Compositionofthedata": "Composition of the data"}  # fmt: skip
     markdown = "**Table1 Compositionofthedata**. CAPS S P A C E D"
     assert respace(markdown, spaced) == "**Table 1 Composition of the data**. CAPS S P A C E D"
+    # a block's text sets the closing "." apart
+    assert respace("Compositionofthedata .", spaced) == "Composition of the data ."
 
 
 def test_respacing_keeps_style_marks_and_leaves_other_words() -> None:
@@ -120,6 +123,21 @@ def test_a_cap_that_is_a_word_keeps_its_space_and_a_capitalised_line_has_no_cap(
         ("A", "long time ago there", False), ("O", "livro de", False)]  # fmt: skip
     md = "long time ago there lived a king who A ruled the land"
     assert with_drop_caps(md, caps[:1]) == "A long time ago there lived a king who ruled the land"
+
+
+def test_the_document_jsons_blocks_get_the_markdowns_repairs() -> None:
+    page = _drop_cap_page()
+    # "over" on the page: the cap "O" (a Portuguese word too) is glued to "ver"
+    page.insert_text((78, 170), "Then it was over, and a paragraph closed the page.",
+                     fontname="tiro", fontsize=9)  # fmt: skip
+    _glyphs(page, 78, 200, ["Table", "1"], 9, 1.1)
+    _glyphs(page, 120, 200, ["Composition", "of", "the", "data."], 9, 1.1)
+    reading = layout.layout_pages(page.parent, [0], keep_headers=False)[1]
+    texts = " ".join(b.text or "" for b in reading.blocks)
+    for read in (reading.markdown, texts):
+        assert "Over the past three decades" in read
+        assert "non-governmental" in read
+        assert "Table 1 Composition of the data" in read
 
 
 def _box(kind: str, y0: float, y1: float, lines: int = 1) -> Any:
