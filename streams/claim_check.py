@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+from functools import cache
 
 from schemas import DocumentResult, PageState, encode
 from schemas.pages import BlobRef
@@ -25,6 +26,12 @@ log = logging.getLogger(__name__)
 # A result's key (its doc_id) and standard headers (event id, schema, trace parent):
 # the record around a claim-checked value, at most.
 _KEY_AND_HEADERS_BYTES = 1024
+
+
+@cache  # one limit per process: asked once for every result deliver ends
+def _room(max_record_bytes: int) -> int:
+    """The largest value a result's record may carry under `max_record_bytes`."""
+    return sizes.room_for_value(None, (), max_record_bytes) - _KEY_AND_HEADERS_BYTES
 
 
 class ClaimCheck:
@@ -66,8 +73,7 @@ class ClaimCheck:
         """Whether `value` fits in a record of its own, with `reserve` bytes to spare and
         room for a record's key and standard headers (measured by the one gate)."""
         assert self.max_record_bytes is not None  # noqa: S101 - checked by the caller
-        room = sizes.room_for_value(None, (), self.max_record_bytes) - _KEY_AND_HEADERS_BYTES
-        return len(value) + reserve <= room
+        return len(value) + reserve <= _room(self.max_record_bytes)
 
     def _store(self, data: bytes, media_type: str) -> BlobRef:
         if self.blobs is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -26,7 +27,7 @@ from schemas import (
 )
 from schemas.errors import RecordError
 from schemas.pages import BlobRef
-from streams.agents.deliver import Deliver, Delivery
+from streams.agents.deliver import Deliver, Delivery, content_hash
 from streams.kafka.envelope import Origin, Outgoing, tick
 from streams.kafka.partitioning import partition_for
 from streams.topics import PAGES_DONE, PROGRESS, RESULTS, WEBHOOKS, Topology
@@ -568,3 +569,26 @@ def test_a_document_that_ends_failed_without_its_pages_keeps_its_tenant(tmp_path
     (emit,) = _run(deliver, _origin(page), dict[str, Any]())
     ended = decode(DocumentResult, emit.value)
     assert (ended.status, ended.attributes, ended.tenant) == ("failed", {}, "acme")
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    [{}, {"completed_at": "2026-01-01T00:00:00Z", "note": ',"completed_at":"x"}'}],
+    ids=["plain", "a field of the same name in the attributes"],
+)
+def test_a_results_content_hash_is_what_it_says_without_when_it_ended(
+    attributes: dict[str, str],
+) -> None:
+    # Taken from the result's encoding with completed_at cut: the same hash as the JSON
+    # dumped without it, so a redone result keeps its event id and webhook key.
+    ended = datetime(2026, 1, 2, 3, 4, 5, 678, tzinfo=UTC)
+    result = DocumentResult(doc_id="d1", operation=Operation.classify, status="completed",
+                            page_count=1, attributes=attributes, completed_at=ended,
+                            submitted_at=datetime(2026, 1, 1, tzinfo=UTC))  # fmt: skip
+    said = result.model_dump_json(exclude={"completed_at"}).encode()
+    assert content_hash(result, encode(result)) == hashlib.sha256(said).hexdigest()[:16]
+    later = result.model_copy(update={"completed_at": datetime(2027, 1, 1, tzinfo=UTC)})
+    assert content_hash(later, encode(later)) == content_hash(result, encode(result))
+    other = result.model_copy(update={"status": "partial"})
+    assert content_hash(other, encode(other)) != content_hash(result, encode(result))
+    assert list(DocumentResult.model_fields)[-1] == "completed_at"  # what the cut relies on

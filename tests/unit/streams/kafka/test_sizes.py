@@ -49,6 +49,21 @@ def test_a_record_never_costs_more_on_the_wire_than_the_gate_counts(
     assert written <= measured <= written + 16
 
 
+@settings(max_examples=examples(200), deadline=None)
+@given(key=blobs, value=blobs, slack=st.integers(-200, 200), headers=st.one_of(
+    header_lists,  # and names of 4-byte characters, of at most 4 bytes each
+    st.lists(st.tuples(st.text(st.characters(min_codepoint=0x10000), min_size=20, max_size=40),
+                       st.binary(max_size=10)), min_size=4, max_size=12),
+))  # fmt: skip
+def test_the_gates_quick_answer_is_its_exact_one(
+    key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]], slack: int
+) -> None:
+    # A bound answers first where it can (most records are far under the limit): at
+    # and round the limit too, the answer is the exact count's.
+    needs = sizes.record_bytes(key, value, headers) + sizes.HOP_HEADROOM_BYTES
+    assert sizes.fits(key, value, iter(headers), needs + slack) is (slack >= 0)
+
+
 def test_the_gate_leaves_the_next_hop_its_headroom() -> None:
     out = Outgoing("t", b"doc", b"", [("pagestream.event_id", b"x" * 36)])
     room = sizes.room_for_value(out.key, out.headers, 50_000)
