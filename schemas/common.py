@@ -136,11 +136,13 @@ class Record(Model):
 
 
 # Used as the Kafka key and inside blob-store paths, hence the conservative alphabet.
-DocId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")]
+DOC_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+DocId = Annotated[str, StringConstraints(pattern=DOC_ID_PATTERN)]
 
 # Who submitted a document (one per API key). Used as a bounded metric label and inside
 # SQL and HTTP, so only a short name of lower-case letters, digits, `_` and `-`.
-Tenant = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
+TENANT_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+Tenant = Annotated[str, StringConstraints(pattern=TENANT_PATTERN)]
 
 Confidence = Annotated[float, Field(ge=0.0, le=1.0)]
 

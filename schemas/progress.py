@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import AwareDatetime, Field
 
-from schemas.common import DocId, Record, Tenant
+from schemas.codec import encode
+from schemas.common import DOC_ID_PATTERN, TENANT_PATTERN, DocId, Record, Tenant
 
 # Where a page is: waiting in a GPU stage's work topic, aggregating (its stages are done
 # and deliver has not taken it yet), done (deliver has it). The document's own record says
@@ -16,6 +18,9 @@ from schemas.common import DocId, Record, Tenant
 ProgressStage = Literal[
     "submitted", "orient", "classify", "extract", "ocr", "aggregate", "done", "ended"
 ]
+
+
+Status = Literal["completed", "partial", "failed"]
 
 
 def _now() -> datetime:
@@ -34,6 +39,58 @@ class Progress(Record):
     pages_total: int = Field(ge=0)
     stage: ProgressStage
     pages_done: int | None = Field(default=None, ge=0)  # known to deliver
-    status: Literal["completed", "partial", "failed"] | None = None  # when ended
+    status: Status | None = None  # when ended
     tenant: Tenant | None = None  # the document's submitter
     at: AwareDatetime = Field(default_factory=_now)
+
+
+_DOC_ID = re.compile(DOC_ID_PATTERN)
+_TENANT = re.compile(TENANT_PATTERN)
+_STAGES = frozenset(get_args(ProgressStage))
+_STATUSES = frozenset(get_args(Status))
+
+
+def progress_json(
+    doc_id: str,
+    *,
+    pages_total: int,
+    stage: ProgressStage,
+    page_no: int | None = None,
+    pages_done: int | None = None,
+    status: Status | None = None,
+    tenant: str | None = None,
+) -> bytes:
+    """`encode(Progress(...))` of a record stamped now, the same bytes at a fifth of the
+    cost: the agents write one for every page they move (a quarter of a route record's
+    CPU went to building and dumping the model). Written directly only when every
+    field is one the model accepts as it is (a DocId and a Tenant hold no character
+    JSON escapes); anything else goes through the model, which says what is wrong."""
+    if (
+        _DOC_ID.fullmatch(doc_id)
+        and (tenant is None or _TENANT.fullmatch(tenant))
+        and stage in _STAGES
+        and (status is None or status in _STATUSES)
+        and _count(pages_total, 0)
+        and (page_no is None or _count(page_no, 1))
+        and (pages_done is None or _count(pages_done, 0))
+    ):
+        at = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+        return (
+            f'{{"schema_version":1,"doc_id":"{doc_id}","page_no":{_or_null(page_no)},'
+            f'"pages_total":{pages_total},"stage":"{stage}","pages_done":{_or_null(pages_done)},'
+            f'"status":{_quoted(status)},"tenant":{_quoted(tenant)},"at":"{at}"}}'
+        ).encode()
+    return encode(Progress(doc_id=doc_id, page_no=page_no, pages_total=pages_total, stage=stage,
+                           pages_done=pages_done, status=status, tenant=tenant))  # fmt: skip
+
+
+def _count(value: object, least: int) -> bool:
+    return type(value) is int and value >= least
+
+
+def _or_null(value: int | None) -> str:
+    return "null" if value is None else str(value)
+
+
+def _quoted(value: str | None) -> str:
+    return "null" if value is None else f'"{value}"'

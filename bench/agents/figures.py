@@ -20,6 +20,8 @@ out = Console()
 # What issue 16 asks of route and deliver on small records.
 TARGET_PER_WORKER = 3000.0
 TARGET_RATIO = 2.0
+# What issue 36 asks of one worker per second of its CPU (to keep up with a GPU node).
+TARGET_PER_CPU_SECOND = {"route": 10_000.0, "deliver": 6_000.0}
 
 
 @dataclass(frozen=True)
@@ -114,10 +116,11 @@ def report(agent: Agent, results: list[Result]) -> None:
     summary.add_row(f"{agent.name} rec/s per worker, two workers (outputs / 2)",
                     _spread([r.output_rate / 2 for r in twos]),
                     f">= {TARGET_PER_WORKER:.0f}")  # fmt: skip
+    per_cpu = TARGET_PER_CPU_SECOND.get(agent.name, TARGET_PER_WORKER)
     summary.add_row(f"{agent.name} rec per worker CPU-second, one worker",
-                    _spread([r.cpu_rate for r in ones]), f">= {TARGET_PER_WORKER:.0f}")  # fmt: skip
+                    _spread([r.cpu_rate for r in ones]), f">= {per_cpu:.0f}")  # fmt: skip
     summary.add_row(f"{agent.name} rec per worker CPU-second, two workers",
-                    _spread([r.cpu_rate for r in twos]), f">= {TARGET_PER_WORKER:.0f}")  # fmt: skip
+                    _spread([r.cpu_rate for r in twos]), f">= {per_cpu:.0f}")  # fmt: skip
     summary.add_row("one worker rec/s (commits)", _spread([r.rate for r in ones]), "")
     summary.add_row("two workers rec/s (commits)", _spread([r.rate for r in twos]), "")
     pairs = list(zip(ones, twos, strict=True))  # the runs of one repeat

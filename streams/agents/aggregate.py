@@ -49,7 +49,9 @@ def document_result(
     # The document's type: what most pages say (a PDF of an ID card's two sides
     # says rg_front and rg_back; the first page breaks ties).
     doc_type = confidence = None
-    if classified:
+    if len(classified) == 1:  # most documents: nothing to count
+        doc_type, confidence = classified[0].document_type, classified[0].confidence
+    elif classified:
         votes = Counter(c.document_type for c in classified)
         doc_type = max(votes, key=lambda t: (votes[t], -_first_index(classified, t)))
         confidence = min(c.confidence for c in classified if c.document_type is doc_type)

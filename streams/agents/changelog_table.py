@@ -56,6 +56,13 @@ class ChangelogTable(MutableMapping[bytes, bytes]):
     def __getitem__(self, key: bytes) -> bytes:
         return self._data[key]
 
+    # The dict's own, without Mapping's KeyError round trips (deliver asks per page).
+    def get(self, key: bytes, default: bytes | None = None) -> bytes | None:  # type: ignore[override]
+        return self._data.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
     def __setitem__(self, key: bytes, value: bytes) -> None:
         self._data[key] = value
         self._home[key] = self.partition

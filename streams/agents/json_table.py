@@ -31,6 +31,15 @@ class JsonTable(MutableMapping[str, Any]):
             raise KeyError(key)
         return json.loads(raw)
 
+    def get(self, key: str, default: Any = None) -> Any:
+        # Without Mapping's KeyError round trip: every page asks for an entry most
+        # documents do not have yet.
+        raw = self._table.get(key.encode())
+        return default if raw is None else json.loads(raw)
+
+    def __contains__(self, key: object) -> bool:  # without reading the value
+        return isinstance(key, str) and key.encode() in self._table
+
     def __setitem__(self, key: str, value: Any) -> None:
         raw_key = key.encode()
         raw = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()

@@ -50,6 +50,8 @@ def header_value(pairs: Iterable[Header], name: str) -> str | None:
 def header_pairs(raw: Any) -> tuple[Header, ...]:
     """Headers as a client hands them over (list of pairs or dict, str/bytes/None
     values) as (str, bytes) pairs."""
+    if type(raw) is list and all(type(v) is bytes for _, v in raw):
+        return tuple(raw)  # what the clients hand over (every record polled): as it is
     items = raw.items() if isinstance(raw, dict) else (raw or [])
     return tuple((k, v.encode() if isinstance(v, str) else v or b"") for k, v in items)
 
@@ -68,6 +70,30 @@ class Origin:
 
     def header(self, name: str) -> str | None:
         return header_value(self.headers, name)
+
+    # Asked by each output of the record's hop: read once, kept in the instance's
+    # __dict__ (which a frozen dataclass lets one write; functools.cached_property costs
+    # more than the lookups it saves, a lock taken on each first read).
+    def event_source(self) -> str:
+        """What the event ids of this record's outputs derive from: its own event id, or
+        where it was read when it has none."""
+        memo = self.__dict__
+        source: str | None = memo.get("_event_source")
+        if source is None:
+            source = self.header(headers.EVENT_ID)
+            if source is None:
+                source = f"{self.topic}/{self.partition}/{self.offset}"
+            memo["_event_source"] = source
+        return source
+
+    def child_traceparent(self) -> str:
+        """The span of the hop over this record, when no recorded span says it: one per
+        record read, which all its outputs carry."""
+        memo = self.__dict__
+        span: str | None = memo.get("_child_traceparent")
+        if span is None:
+            span = memo["_child_traceparent"] = _child_of(self.header(headers.TRACEPARENT))
+        return span
 
     @classmethod
     def from_message(cls, msg: Any) -> Self:
@@ -148,8 +174,10 @@ def child_traceparent(parent: str | None) -> str:
     Inside a recorded hop span (streams/telemetry/tracing.py) the new span id is that span's, so
     the next hop's span becomes its child."""
     recorded = current_traceparent()
-    if recorded is not None:
-        return recorded
+    return _child_of(parent) if recorded is None else recorded
+
+
+def _child_of(parent: str | None) -> str:
     parts = parent.split("-") if parent else []
     if len(parts) == 4 and len(parts[1]) == 32 and len(parts[3]) == 2:
         return f"{parts[0]}-{parts[1]}-{_random_id(64)}-{parts[3]}"
@@ -158,24 +186,24 @@ def child_traceparent(parent: str | None) -> str:
 
 def derived_event_id(origin: Origin, step: str) -> str:
     """The event id of what `step` emits for `origin`: equal every time it is redone."""
-    source = origin.header(headers.EVENT_ID)
-    if source is None:
-        source = f"{origin.topic}/{origin.partition}/{origin.offset}"
-    return uuid5(f"{source}:{step}")
+    return uuid5(f"{origin.event_source()}:{step}")
 
 
 _NAMESPACE_BYTES = EVENT_ID_NAMESPACE.bytes
 
 
+# The hex digit of a uuid's variant nibble (RFC 4122: the top two bits 10) for each
+# hex digit the hash puts there.
+_VARIANT = {f"{n:x}": f"{(n & 0x3) | 0x8:x}" for n in range(16)}
+
+
 def uuid5(name: str) -> str:
     """str(uuid.uuid5(EVENT_ID_NAMESPACE, name)), the same string (RFC 4122: SHA-1 of the
-    namespace and the name, version and variant bits set) at a third of the cost: every
-    output of every hop derives its id this way."""
-    digest = bytearray(hashlib.sha1(_NAMESPACE_BYTES + name.encode()).digest()[:16])  # noqa: S324 - RFC 4122 name-based ids
-    digest[6] = (digest[6] & 0x0F) | 0x50
-    digest[8] = (digest[8] & 0x3F) | 0x80
-    x = digest.hex()
-    return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
+    namespace and the name, version and variant bits set) at a fraction of the cost:
+    every output of every hop derives its id this way. The version and variant are set
+    on the hash's hex digits."""
+    x = hashlib.sha1(_NAMESPACE_BYTES + name.encode()).hexdigest()  # noqa: S324 - RFC 4122 name-based ids
+    return f"{x[:8]}-{x[8:12]}-5{x[13:16]}-{_VARIANT[x[16]]}{x[17:20]}-{x[20:32]}"
 
 
 def standard_headers(record_type: type[Record], *, event_id: str, traceparent: str) -> list[Header]:
@@ -210,14 +238,29 @@ def next_record(
 ) -> Outgoing:
     """What one hop emits for `origin`: derived event id, child span of its trace.
     `value`: `encode(record)`, when the caller has it already."""
+    value = encode(record) if value is None else value
+    return hop_record(topic, key, type(record), value, origin, step, partition=partition)
+
+
+def hop_record(
+    topic: str,
+    key: str,
+    record_type: type[Record],
+    value: bytes,
+    origin: Origin,
+    step: str,
+    *,
+    partition: int | None = None,
+) -> Outgoing:
+    """next_record of a record already encoded (`value`, a `record_type`)."""
     return Outgoing(
         topic,
         key.encode(),
-        encode(record) if value is None else value,
+        value,
         standard_headers(
-            type(record),
+            record_type,
             event_id=derived_event_id(origin, step),
-            traceparent=child_traceparent(origin.header(headers.TRACEPARENT)),
+            traceparent=current_traceparent() or origin.child_traceparent(),
         ),
         partition,
     )

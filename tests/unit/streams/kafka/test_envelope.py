@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from schemas import DocumentResult, Operation, RecordError, headers
 from streams.kafka.envelope import (
@@ -14,6 +18,7 @@ from streams.kafka.envelope import (
     derived_event_id,
     error_message,
     first_record,
+    header_pairs,
     next_record,
     uuid5,
 )
@@ -76,6 +81,37 @@ def test_each_hop_keeps_the_trace_and_opens_a_child_span() -> None:
     # No parent, or one that is not W3C: a new trace rather than a malformed header.
     for parent in (None, "", "garbage", f"00-{trace_id}-{span_id}"):
         assert len(child_traceparent(parent).split("-")[1]) == 32
+
+
+_HEADER_VALUES = st.binary(max_size=8) | st.text(max_size=8) | st.none()
+
+
+@given(st.lists(st.tuples(st.text(max_size=8), _HEADER_VALUES), max_size=5), st.booleans())
+def test_headers_as_any_client_hands_them_over_become_str_and_bytes_pairs(
+    pairs: list[tuple[str, Any]], as_dict: bool
+) -> None:
+    raw: Any = dict(pairs) if as_dict else pairs
+    items = raw.items() if as_dict else pairs
+    want = tuple((k, v.encode() if isinstance(v, str) else v or b"") for k, v in items)
+    assert header_pairs(raw) == want  # a list of bytes values too, which is kept as it is
+    assert header_pairs(None) == header_pairs([]) == ()
+
+
+def test_the_outputs_of_one_hop_carry_its_span_and_ids_of_their_own() -> None:
+    trace_id, span_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    parent = (headers.TRACEPARENT, f"00-{trace_id}-{span_id}-01".encode())
+    origin = _origin((headers.EVENT_ID, b"e1"), parent)
+    outs = [next_record("t", "doc-1", _result(), origin, step) for step in ("a", "b")]
+    spans = {out.header(headers.TRACEPARENT) for out in outs}
+    assert len(spans) == 1  # one hop, one span: the parent's trace, a span of its own
+    (span,) = spans
+    assert span is not None and span.split("-")[1] == trace_id and span_id not in span
+    assert len({out.header(headers.EVENT_ID) for out in outs}) == 2
+    # The same record read again (a redelivery) yields the same ids, a span of its own.
+    again = _origin((headers.EVENT_ID, b"e1"), parent)
+    redone = next_record("t", "doc-1", _result(), again, "a")
+    assert redone.header(headers.EVENT_ID) == outs[0].header(headers.EVENT_ID)
+    assert redone.header(headers.TRACEPARENT) != span
 
 
 def test_event_ids_derive_from_the_input_and_the_step() -> None:
