@@ -54,16 +54,16 @@ def replicated_topics(prefix: str, nodes: int) -> TopicSettings:
 
 
 @contextmanager
-def cluster(bootstrap: str | None) -> Iterator[tuple[str, Path]]:
+def cluster(bootstrap: str | None, nodes: int = 1) -> Iterator[tuple[str, Path]]:
     """The bootstrap address and a scratch directory (deleted on exit). Without
-    `bootstrap`, a broker on free ports with its data in the scratch directory,
-    stopped on exit."""
+    `bootstrap`, a broker of `nodes` nodes on free ports with its data in the scratch
+    directory, stopped on exit."""
     with tempfile.TemporaryDirectory(prefix="pagestream-bench-") as tmp:
         scratch = Path(tmp)
         if bootstrap is not None:
             yield bootstrap, scratch
             return
-        settings = cluster_settings(scratch / "broker")
+        settings = cluster_settings(scratch / "broker", nodes)
         try:
             yield broker.start(settings).bootstrap, scratch
         finally:

@@ -3,12 +3,15 @@ versus two workers (the ratio), each configuration repeated.
 
     python -m bench.agents --records 20000            # route and deliver, 3 repeats
     python -m bench.agents --agent route --repeats 5
+    python -m bench.agents --nodes 3 --workers 1 --workers 2 --workers 4
 
-Starts its own throw-away broker (free ports, temp dir) unless --bootstrap is
+Starts its own throw-away broker (free ports, temp dir; --nodes brokers, whose topics
+then have min(3, nodes) copies, two in sync with three) unless --bootstrap is
 given, and waits for its group coordinator (a fresh broker creates
 __consumer_offsets on the first group request; until then every group_lag call
 blocks for its 30 s timeout). For each agent the configurations alternate (1
-worker, 2 workers, 1, 2, ...) --repeats times, so a slow phase of the machine
+worker, 2 workers, 1, 2, ...; or the --workers counts, one always among them)
+--repeats times, so a slow phase of the machine
 hits both; each run gets a fresh topic prefix (`topics_apply.apply`) and the
 same work, small records of single-page documents:
 - route: --records PageState records of operation `process` with an orientation

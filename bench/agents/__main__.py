@@ -26,6 +26,12 @@ def main(
         list[str] | None, typer.Option(help="route, deliver (repeatable); default both")
     ] = None,
     repeats: Annotated[int, typer.Option(min=1, help="runs of each configuration")] = 3,
+    workers: Annotated[
+        list[int] | None, typer.Option(min=1, help="worker counts (repeatable); default 1 and 2")
+    ] = None,
+    nodes: Annotated[
+        int, typer.Option(min=1, help="brokers of the bench's own cluster (3: three copies)")
+    ] = 1,
     prefill: Annotated[
         bool, typer.Option(help="fill the input topic before the workers start (see docstring)")
     ] = False,
@@ -44,21 +50,24 @@ def main(
     unknown = set(names) - set(AGENTS)
     if unknown:
         raise typer.BadParameter(f"unknown agent(s): {', '.join(sorted(unknown))}")
-    with cluster(bootstrap) as (address, scratch):
+    counts = sorted(set(workers or [1, 2]))
+    if counts[0] != 1:  # every ratio is to one worker
+        counts.insert(0, 1)
+    with cluster(bootstrap, nodes) as (address, scratch):
         kafka_settings = KafkaSettings(bootstrap_servers=address)
         wait_for_coordinator(kafka.admin(kafka_settings))
         for name in names:
             if profile is not None:
                 result = measure(AGENTS[name], 1, records, kafka_settings, scratch, timeout,
-                                 prefill=False, profile=profile)  # fmt: skip
+                                 prefill=False, profile=profile, nodes=nodes)  # fmt: skip
                 report(AGENTS[name], [result])
                 report_profile(AGENTS[name], profile)
                 continue
             results = []
             for _ in range(repeats):
-                for k in (1, 2):  # alternating: a slow phase of the machine hits both
+                for k in counts:  # alternating: a slow phase of the machine hits each
                     results.append(measure(AGENTS[name], k, records, kafka_settings, scratch,
-                                           timeout, prefill=prefill))  # fmt: skip
+                                           timeout, prefill=prefill, nodes=nodes))  # fmt: skip
             report(AGENTS[name], results)
 
 

@@ -100,9 +100,11 @@ def report(agent: Agent, results: list[Result]) -> None:
             f"{r.cpu_rate:.0f}",
         )
     out.print(table)
-    ones = [r for r in results if r.workers == 1]
-    twos = [r for r in results if r.workers == 2]
-    if not (ones and twos):  # a profiled run: one worker, once
+    by_count: dict[int, list[Result]] = {}
+    for r in results:  # each count's runs in the order of the repeats
+        by_count.setdefault(r.workers, []).append(r)
+    ones = by_count.get(1, [])
+    if not ones or len(by_count) < 2:  # a profiled run: one worker, once
         return
     summary = Table(
         "figure",
@@ -110,26 +112,26 @@ def report(agent: Agent, results: list[Result]) -> None:
         "target",
         title=f"{agent.name} agent: {len(ones)} runs per configuration",
     )
-    summary.add_row(f"{agent.name} rec/s per worker, one worker (outputs)",
-                    _spread([r.output_rate for r in ones]),
-                    f">= {TARGET_PER_WORKER:.0f}")  # fmt: skip
-    summary.add_row(f"{agent.name} rec/s per worker, two workers (outputs / 2)",
-                    _spread([r.output_rate / 2 for r in twos]),
-                    f">= {TARGET_PER_WORKER:.0f}")  # fmt: skip
     per_cpu = TARGET_PER_CPU_SECOND.get(agent.name, TARGET_PER_WORKER)
-    summary.add_row(f"{agent.name} rec per worker CPU-second, one worker",
-                    _spread([r.cpu_rate for r in ones]), f">= {per_cpu:.0f}")  # fmt: skip
-    summary.add_row(f"{agent.name} rec per worker CPU-second, two workers",
-                    _spread([r.cpu_rate for r in twos]), f">= {per_cpu:.0f}")  # fmt: skip
-    summary.add_row("one worker rec/s (commits)", _spread([r.rate for r in ones]), "")
-    summary.add_row("two workers rec/s (commits)", _spread([r.rate for r in twos]), "")
-    pairs = list(zip(ones, twos, strict=True))  # the runs of one repeat
-    summary.add_row("two workers / one (outputs)",
-                    _spread_ratio([ratio(b.output_rate, a.output_rate) for a, b in pairs]),
-                    f"close to {TARGET_RATIO:.0f}")  # fmt: skip
-    summary.add_row("two workers / one (commits)",
-                    _spread_ratio([ratio(b.rate, a.rate) for a, b in pairs]),
-                    f"close to {TARGET_RATIO:.0f}")  # fmt: skip
+    for k, runs in sorted(by_count.items()):
+        label = "one worker" if k == 1 else f"{k} workers"
+        summary.add_row(f"{agent.name} rec/s per worker, {label} (outputs / {k})",
+                        _spread([r.output_rate / k for r in runs]),
+                        f">= {TARGET_PER_WORKER:.0f}")  # fmt: skip
+        summary.add_row(f"{agent.name} rec per worker CPU-second, {label}",
+                        _spread([r.cpu_rate for r in runs]), f">= {per_cpu:.0f}")  # fmt: skip
+        summary.add_row(f"{label} rec/s (commits)", _spread([r.rate for r in runs]), "")
+    for k, runs in sorted(by_count.items()):
+        if k == 1:
+            continue
+        pairs = list(zip(ones, runs, strict=True))  # the runs of one repeat
+        target = f"close to {k}" if k != 2 else f"close to {TARGET_RATIO:.0f}"
+        summary.add_row(f"{k} workers / one (outputs)",
+                        _spread_ratio([ratio(b.output_rate, a.output_rate) for a, b in pairs]),
+                        target)  # fmt: skip
+        summary.add_row(f"{k} workers / one (commits)",
+                        _spread_ratio([ratio(b.rate, a.rate) for a, b in pairs]),
+                        target)  # fmt: skip
     out.print(summary)
 
 

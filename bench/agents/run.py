@@ -18,6 +18,7 @@ from bench import processes
 from bench.agents.figures import Result
 from bench.agents.profile import Profiler
 from bench.agents.work import Agent, copies, fill
+from bench.cluster import replicated_topics
 from bench.processes import free_port
 from streams.admin import topics_apply
 from streams.admin.lag import group_lag, log_end_offsets
@@ -90,13 +91,16 @@ class Run:
     kafka_settings: KafkaSettings
     tmp: Path
     timeout_s: float
+    nodes: int = 1  # the cluster's brokers: topics get min(3, nodes) copies
     prefix: str = field(default_factory=lambda: f"bench{uuid.uuid4().hex[:8]}.")
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         topo = Topology(self.prefix)
         self.admin = kafka.admin(self.kafka_settings)
-        topics_apply.apply(self.admin, topo)
+        self.topics = replicated_topics(self.prefix, self.nodes)
+        topics_apply.apply(self.admin, topo, self.topics.replication_factor,
+                           self.topics.min_insync_replicas)  # fmt: skip
         self.facts, self.work, self.dlq = (
             topo.name(t) for t in (self.agent.source, self.agent.sink, DLQ)
         )
@@ -111,6 +115,8 @@ class Run:
         env |= {
             "PAGESTREAM_KAFKA__BOOTSTRAP_SERVERS": self.kafka_settings.bootstrap_servers,
             "PAGESTREAM_TOPICS__PREFIX": self.prefix,
+            # For the topics faust creates itself.
+            "PAGESTREAM_TOPICS__REPLICATION_FACTOR": str(self.topics.replication_factor),
             "PAGESTREAM_BLOBS__ROOT": str(self.blob_root),
             # Deadline ticks would add records to docs.pages.done mid-run.
             "PAGESTREAM_AGENTS__TICK_INTERVAL_S": "86400",
@@ -195,10 +201,11 @@ def measure(
     *,
     prefill: bool,
     profile: Path | None = None,
+    nodes: int = 1,
 ) -> Result:
     """One run; with `profile`, py-spy samples the first worker from the first record on
     (bench/agents/profile.py) and writes its flame graph there."""
-    run = Run(agent, workers, kafka_settings, tmp, timeout_s)
+    run = Run(agent, workers, kafka_settings, tmp, timeout_s, nodes)
     profiler: Profiler | None = None
     messages = copies(agent.page(str(run.blob_root)), n)
     start_s: float | None = None
