@@ -67,10 +67,12 @@ def progress_json(
     field is one the model accepts as it is (a DocId and a Tenant hold no character
     JSON escapes); anything else goes through the model, which says what is wrong."""
     if (
-        _DOC_ID.fullmatch(doc_id)
-        and (tenant is None or _TENANT.fullmatch(tenant))
+        type(doc_id) is str  # not a subclass, whose format() may write anything
+        and _DOC_ID.fullmatch(doc_id)
+        and (tenant is None or (type(tenant) is str and _TENANT.fullmatch(tenant)))
+        and type(stage) is str
         and stage in _STAGES
-        and (status is None or status in _STATUSES)
+        and (status is None or (type(status) is str and status in _STATUSES))
         and _count(pages_total, 0)
         and (page_no is None or _count(page_no, 1))
         and (pages_done is None or _count(pages_done, 0))
@@ -102,7 +104,8 @@ def _stamp() -> str:
 
 
 def _count(value: object, least: int) -> bool:
-    return type(value) is int and value >= least
+    # Below str()'s limit on digits: the model writes (or refuses) larger ones itself.
+    return type(value) is int and least <= value < 10**4000
 
 
 def _or_null(value: int | None) -> str:

@@ -104,7 +104,7 @@ def report(agent: Agent, results: list[Result]) -> None:
     for r in results:  # each count's runs in the order of the repeats
         by_count.setdefault(r.workers, []).append(r)
     ones = by_count.get(1, [])
-    if not ones or len(by_count) < 2:  # a profiled run: one worker, once
+    if not ones:  # every ratio is to one worker
         return
     summary = Table(
         "figure",

@@ -30,3 +30,11 @@ def test_each_count_is_reported_and_compared_with_one_worker(
     assert "3.30 (3.00-3.60)" in four and "close to 4" in four
     two = next(line for line in printed.splitlines() if "2 workers / one (commits)" in line)
     assert "1.90 (1.80-2.00)" in two and "close to 2" in two
+
+
+def test_one_worker_alone_is_still_held_to_its_target(capsys: pytest.CaptureFixture[str]) -> None:
+    figures.out.width = 200
+    report(AGENTS["route"], [_run(1, 1000)])
+    printed = capsys.readouterr().out
+    assert "route rec per worker CPU-second, one worker" in printed and ">= 10000" in printed
+    assert "/ one" not in printed

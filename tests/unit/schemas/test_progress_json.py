@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from enum import Enum
 from typing import Any, get_args
 
 import pytest
@@ -64,6 +65,8 @@ def test_the_stamp_is_written_as_the_model_writes_it(
         {"doc_id": "d", "pages_total": 1, "stage": "shipped"},
         {"doc_id": "d", "pages_total": 1, "stage": "ended", "status": "lost"},
         {"doc_id": "d", "pages_total": 1, "stage": "done", "tenant": 'Team"7'},
+        {"doc_id": None, "pages_total": 1, "stage": "done"},
+        {"doc_id": "d", "pages_total": 1, "stage": ["done"]},
     ],
 )
 def test_a_field_the_model_refuses_is_refused_as_the_model_refuses_it(
@@ -71,3 +74,30 @@ def test_a_field_the_model_refuses_is_refused_as_the_model_refuses_it(
 ) -> None:
     with pytest.raises(ValidationError):
         progress_json(**fields)
+
+
+class _Stage(str, Enum):  # noqa: UP042 - the point: it formats as "_Stage.done"
+    done = "done"
+
+
+class _Quoting(str):
+    def __format__(self, spec: str) -> str:
+        return 'd","tenant":"other'
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"doc_id": "d", "pages_total": 1, "stage": _Stage.done},
+        {"doc_id": _Quoting("d"), "pages_total": 1, "stage": "done"},
+        {"doc_id": "d", "pages_total": 1, "stage": "done", "tenant": _Quoting("t")},
+    ],
+)
+def test_what_the_model_takes_but_would_write_otherwise_goes_through_the_model(
+    fields: dict[str, Any],
+) -> None:
+    # A str subclass or an enum formats as it likes in an f-string: the model writes
+    # each as it writes any value.
+    value = progress_json(**fields)
+    at = Progress.model_validate_json(value).at
+    assert value == encode(Progress(**fields, at=at))
