@@ -135,6 +135,9 @@ class Record(Model):
     schema_version: Literal[1] = 1
 
 
+# How a document ended: every page has its result, some failed, none has one.
+DocumentStatus = Literal["completed", "partial", "failed"]
+
 # Used as the Kafka key and inside blob-store paths, hence the conservative alphabet.
 DOC_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 DocId = Annotated[str, StringConstraints(pattern=DOC_ID_PATTERN)]

@@ -10,7 +10,14 @@ from typing import Literal, get_args
 from pydantic import AwareDatetime, Field
 
 from schemas.codec import encode
-from schemas.common import DOC_ID_PATTERN, TENANT_PATTERN, DocId, Record, Tenant
+from schemas.common import (
+    DOC_ID_PATTERN,
+    TENANT_PATTERN,
+    DocId,
+    DocumentStatus,
+    Record,
+    Tenant,
+)
 
 # Where a page is: waiting in a GPU stage's work topic, aggregating (its stages are done
 # and deliver has not taken it yet), done (deliver has it). The document's own record says
@@ -19,9 +26,6 @@ from schemas.common import DOC_ID_PATTERN, TENANT_PATTERN, DocId, Record, Tenant
 ProgressStage = Literal[
     "submitted", "orient", "classify", "extract", "ocr", "aggregate", "done", "ended"
 ]
-
-
-Status = Literal["completed", "partial", "failed"]
 
 
 def _now() -> datetime:
@@ -40,7 +44,7 @@ class Progress(Record):
     pages_total: int = Field(ge=0)
     stage: ProgressStage
     pages_done: int | None = Field(default=None, ge=0)  # known to deliver
-    status: Status | None = None  # when ended
+    status: DocumentStatus | None = None  # when ended
     tenant: Tenant | None = None  # the document's submitter
     at: AwareDatetime = Field(default_factory=_now)
 
@@ -48,7 +52,7 @@ class Progress(Record):
 _DOC_ID = re.compile(DOC_ID_PATTERN)
 _TENANT = re.compile(TENANT_PATTERN)
 _STAGES = frozenset(get_args(ProgressStage))
-_STATUSES = frozenset(get_args(Status))
+_STATUSES = frozenset(get_args(DocumentStatus))
 
 
 def progress_json(
@@ -58,7 +62,7 @@ def progress_json(
     stage: ProgressStage,
     page_no: int | None = None,
     pages_done: int | None = None,
-    status: Status | None = None,
+    status: DocumentStatus | None = None,
     tenant: str | None = None,
 ) -> bytes:
     """`encode(Progress(...))` of a record stamped now, the same bytes at a fifth of the

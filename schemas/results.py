@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from itertools import pairwise
-from typing import Literal, Self
+from typing import Self
 
 from pydantic import AwareDatetime, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -12,6 +12,7 @@ from schemas.common import (
     Attributes,
     Confidence,
     DocId,
+    DocumentStatus,
     DocumentType,
     Model,
     Operation,
@@ -56,7 +57,7 @@ class DocumentResult(Record):
     operation: Operation
     # completed: every page has its result; partial: some pages failed (see `errors`
     # and each page's `error`); failed: no page has a result.
-    status: Literal["completed", "partial", "failed"]
+    status: DocumentStatus
     page_count: int = Field(ge=0)  # 0 when the document failed before it was split
     pages: list[PageResult] = Field(default_factory=list)  # sorted by page_no
     # Set when `pages` would not fit in a Kafka record: the JSON array of PageResult in

@@ -13,7 +13,8 @@ from pydantic import ValidationError
 
 import schemas.progress as progress_module
 from schemas import Progress, ProgressStage, encode
-from schemas.progress import Status, progress_json
+from schemas.common import DocumentStatus
+from schemas.progress import progress_json
 from tests.support.fuzz import examples
 
 _DOC_ID = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._:-]{0,127}\Z")
@@ -25,7 +26,7 @@ _FIELDS = st.fixed_dictionaries(
         "stage": st.sampled_from(get_args(ProgressStage)),
         "page_no": st.none() | st.integers(1, 10**12),
         "pages_done": st.none() | st.integers(0, 10**12),
-        "status": st.none() | st.sampled_from(get_args(Status)),
+        "status": st.none() | st.sampled_from(get_args(DocumentStatus)),
         "tenant": st.none() | _TENANT,
     }
 )
