@@ -145,8 +145,7 @@ def _config_drift(
     admin: AdminClient, names: list[str], declared: dict[str, dict[str, str]]
 ) -> dict[str, dict[str, str | None]]:
     """For each topic, the declared keys whose current value differs: key -> current."""
-    resources = [ConfigResource(ResourceType.TOPIC, n) for n in names]
-    current = {res.name: fut.result() for res, fut in admin.describe_configs(resources).items()}
+    current = topic_configs(admin, names)
     drift: dict[str, dict[str, str | None]] = {}
     for name in names:
         for key, want in declared[name].items():
@@ -155,6 +154,24 @@ def _config_drift(
             if have != want:
                 drift.setdefault(name, {})[key] = have
     return drift
+
+
+def topic_configs(admin: AdminClient, names: list[str]) -> dict[str, dict[str, Any]]:
+    """Each topic's configs (name -> ConfigEntry), asked again while the broker answering
+    does not know a topic yet: on a cluster, each broker learns of a topic just created
+    on its own schedule, and the one `_await_visible` asked may not be the one asked here
+    (a second `apply` right after the first failed so on three brokers)."""
+    resources = [ConfigResource(ResourceType.TOPIC, n) for n in names]
+    deadline = time.monotonic() + _TIMEOUT_S
+    while True:
+        try:
+            asked = admin.describe_configs(resources)
+            return {res.name: fut.result() for res, fut in asked.items()}
+        except KafkaException as exc:
+            unknown = exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+            if not unknown or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def _declared(

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import ConfigResource, ResourceType
 
 from bench.chaos import ChaosPlan, run_chaos
 from bench.cluster import cluster_settings, replicated_topics
@@ -61,8 +60,8 @@ def test_topics_on_the_cluster_have_three_replicas_and_need_two_in_sync(
         assert time.monotonic() < deadline, "the topic never appeared in metadata"
         time.sleep(0.2)
     assert {len(p.replicas) for p in parts.values()} == {3}
-    res = ConfigResource(ResourceType.TOPIC, name)
-    configs = admin.describe_configs([res])[res].result()
+    # Asked again while the broker answering has not learnt of the topic yet.
+    configs = topics_apply.topic_configs(admin, [name])[name]
     assert configs["min.insync.replicas"].value == "2"
     # Applying again changes nothing: the declared min.insync.replicas is in place.
     assert topics_apply.apply(admin, settings.topology, 3, 2) == []
