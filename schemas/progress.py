@@ -107,9 +107,14 @@ def _stamp() -> str:
     return f"{text}.{micros:06d}Z" if micros else f"{text}Z"
 
 
+# Below str()'s limit on digits: the model writes (or refuses) larger ones itself. A
+# constant: written in the comparison, 10**4000 was computed on every call (Python folds
+# only small powers), 43 us each, a third of deliver's step.
+_COUNT_LIMIT = 10**4000
+
+
 def _count(value: object, least: int) -> bool:
-    # Below str()'s limit on digits: the model writes (or refuses) larger ones itself.
-    return type(value) is int and least <= value < 10**4000
+    return type(value) is int and least <= value < _COUNT_LIMIT
 
 
 def _or_null(value: int | None) -> str:
