@@ -23,6 +23,8 @@ same work, small records of single-page documents:
   docs.pages.done; deliver ends each document (a DocumentResult on docs.results,
   two docs.progress records, table writes and their changelog). The leader's
   deadline ticks are turned off (they would add records to docs.pages.done);
+- --no-progress: the workers write no docs.progress records (the setting
+  `progress_events`), to see what they cost;
 - doc_id (the key) differs per record, so they spread over all partitions. K
   `pagestream agents` subprocesses run against them. By default they start
   first, and the records are produced once the consumer group

@@ -35,6 +35,9 @@ def main(
     prefill: Annotated[
         bool, typer.Option(help="fill the input topic before the workers start (see docstring)")
     ] = False,
+    progress: Annotated[
+        bool, typer.Option(help="the workers write docs.progress (progress_events)")
+    ] = True,
     timeout: Annotated[float, typer.Option(help="seconds per run")] = 600.0,
     bootstrap: Annotated[str | None, typer.Option(help="use this cluster")] = None,
     profile: Annotated[
@@ -59,7 +62,8 @@ def main(
         for name in names:
             if profile is not None:
                 result = measure(AGENTS[name], 1, records, kafka_settings, scratch, timeout,
-                                 prefill=False, profile=profile, nodes=nodes)  # fmt: skip
+                                 prefill=False, profile=profile, nodes=nodes,
+                                 progress=progress)  # fmt: skip
                 report(AGENTS[name], [result])
                 report_profile(AGENTS[name], profile)
                 continue
@@ -67,7 +71,8 @@ def main(
             for _ in range(repeats):
                 for k in counts:  # alternating: a slow phase of the machine hits each
                     results.append(measure(AGENTS[name], k, records, kafka_settings, scratch,
-                                           timeout, prefill=prefill, nodes=nodes))  # fmt: skip
+                                           timeout, prefill=prefill, nodes=nodes,
+                                           progress=progress))  # fmt: skip
             report(AGENTS[name], results)
 
 

@@ -92,6 +92,7 @@ class Run:
     tmp: Path
     timeout_s: float
     nodes: int = 1  # the cluster's brokers: topics get min(3, nodes) copies
+    progress: bool = True  # the workers write docs.progress (settings: progress_events)
     prefix: str = field(default_factory=lambda: f"bench{uuid.uuid4().hex[:8]}.")
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
@@ -120,6 +121,7 @@ class Run:
             "PAGESTREAM_BLOBS__ROOT": str(self.blob_root),
             # Deadline ticks would add records to docs.pages.done mid-run.
             "PAGESTREAM_AGENTS__TICK_INTERVAL_S": "86400",
+            "PAGESTREAM_AGENTS__PROGRESS_EVENTS": str(self.progress).lower(),
         }
         self.procs.extend(_start_worker(env, self.run_dir, log) for log in self.logs)
 
@@ -202,10 +204,11 @@ def measure(
     prefill: bool,
     profile: Path | None = None,
     nodes: int = 1,
+    progress: bool = True,
 ) -> Result:
     """One run; with `profile`, py-spy samples the first worker from the first record on
     (bench/agents/profile.py) and writes its flame graph there."""
-    run = Run(agent, workers, kafka_settings, tmp, timeout_s, nodes)
+    run = Run(agent, workers, kafka_settings, tmp, timeout_s, nodes, progress=progress)
     profiler: Profiler | None = None
     messages = copies(agent.page(str(run.blob_root)), n)
     start_s: float | None = None
