@@ -36,7 +36,7 @@ def test_a_mixed_pdf_comes_back_as_markdown_in_page_order(
     sub.submit_bytes(pdf, operation=Operation.ocr, options=Options(auto_rotate=False),
                      doc_id="report")  # fmt: skip
     sub.flush()
-    worker = support.start_worker(tmp_path / "agents.log")
+    worker = support.start_worker(tmp_path / "agents.log", verbose=True)  # its story if stuck
     try:
         with node_factory() as node:
             results = read_committed(settings, [topology.name(RESULTS)], expect=1, timeout_s=180)
