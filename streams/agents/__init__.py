@@ -24,6 +24,7 @@ loops that run them in a `pagestream agents` worker.
     json_table        a bytes table as str -> JSON, each write measured
     spans             a hop's trace span
     metrics           the agents' Prometheus metrics
+    collector         the garbage collector, set once a worker's boot is done
 
 The plain objects (route, deliver, failure_policy) are named here; `app`, `pipelined`,
 `ingest` and `notify` are imported where used: they load faust's worker, the render

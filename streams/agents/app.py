@@ -33,6 +33,7 @@ from aiokafka.errors import KafkaError
 from faust.exceptions import ProducerSendError
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from streams.agents import collector
 from streams.agents.consumer import Transport
 from streams.agents.deliver import Deliver
 from streams.agents.failure_policy import RecordHandling, Submit
@@ -225,6 +226,12 @@ class _Worker(faust.Worker):
 
     def _setup_spinner_handler(self, logger: logging.Logger, level: int) -> None:
         pass
+
+    async def on_startup_finished(self) -> None:
+        await super().on_startup_finished()
+        frozen = collector.set_for_worker()  # the boot is done (collector.py)
+        log.info("agents: %d objects of the boot frozen, collector thresholds %s", frozen,
+                 collector.THRESHOLDS)  # fmt: skip
 
 
 def run_worker(settings: Settings, loglevel: str = "WARNING") -> None:

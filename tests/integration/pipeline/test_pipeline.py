@@ -73,6 +73,8 @@ def test_all_four_operations_end_to_end(
     with node_factory():
         out = read_committed(settings, [topology.name(RESULTS)], expect=5, timeout_s=300)
     assert agents.poll() is None, "the agents worker died"
+    # Once started, the worker froze its boot's objects (streams/agents/collector.py).
+    assert "objects of the boot frozen" in agents.tail(10**7)
     assert misplaced(out, RESULTS.partitions) == []
     results = {r.doc_id: r for r in (decode(DocumentResult, m.value()) for m in out)}
     assert set(results) == {"op-classify", "op-extract", "op-process", "op-ocr", "op-bad"}
