@@ -229,9 +229,10 @@ class _Worker(faust.Worker):
 
     async def on_startup_finished(self) -> None:
         await super().on_startup_finished()
+        if self._shutdown_immediately:  # a signal during the boot: nothing to tune
+            return
         frozen = collector.set_for_worker()  # the boot is done (collector.py)
-        log.info("agents: %d objects of the boot frozen, collector thresholds %s", frozen,
-                 collector.THRESHOLDS)  # fmt: skip
+        log.info("agents: %d objects of the boot frozen", frozen)
 
 
 def run_worker(settings: Settings, loglevel: str = "WARNING") -> None:

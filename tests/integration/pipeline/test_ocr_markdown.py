@@ -41,7 +41,8 @@ def test_a_mixed_pdf_comes_back_as_markdown_in_page_order(
         with node_factory() as node:
             results = read_committed(settings, [topology.name(RESULTS)], expect=1, timeout_s=180)
             ocr_pages = node.metrics.records_in.labels(stage="ocr")._value.get()
-        gpu_work = read_committed(settings, [topology.name(GPU_OCR)], expect=1, settle_s=1)
+        gpu_work = read_committed(settings, [topology.name(GPU_OCR)], expect=1, settle_s=1,
+                                  timeout_s=30)  # fmt: skip
         # Where the document stopped, if it did (seen once in CI, not again here): the
         # scanned page's work record, whether the node took it, the worker's last words.
         assert len(results) == 1, (

@@ -7,25 +7,22 @@ import json
 import subprocess
 import sys
 
-from streams.agents import collector
-
 _SCRIPT = """
 import gc, json
 from streams.agents import collector
-before = gc.get_threshold()
 first = collector.set_for_worker()
-garbage = [object() for _ in range(1000)]
+made = [[] for _ in range(1000)]  # tracked by the collector: a second freeze takes them
 second = collector.set_for_worker()
-print(json.dumps([before, gc.get_threshold(), first, second, gc.get_freeze_count()]))
+print(json.dumps([first, second, gc.get_threshold()]))
 """
 
 
-def test_the_boot_is_frozen_and_the_thresholds_set_once_per_process() -> None:
+def test_the_boot_is_frozen_once_per_process() -> None:
     out = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True,
                          check=True, timeout=60)  # fmt: skip
-    before, after, first, second, frozen = json.loads(out.stdout)
-    assert tuple(before) == (700, 10, 10)  # CPython's own
-    assert tuple(after) == collector.THRESHOLDS
+    first, second, thresholds = json.loads(out.stdout)
     assert first > 1000  # the interpreter's and the imports' objects
-    # The second call froze nothing more: not the thousand objects made in between.
-    assert second == frozen < first + 1000
+    # Not the thousand lists made in between (the count moves by an object or two as
+    # frozen objects are freed by reference counting, or tracked again).
+    assert first - 100 < second < first + 1000
+    assert tuple(thresholds) == (700, 10, 10)  # CPython's: garbage goes as soon as before
