@@ -22,6 +22,7 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
+from tenacity import retry, retry_if_exception, stop_after_delay, wait_fixed
 
 from streams.kafka import sizes
 from streams.topics import Topology
@@ -156,22 +157,20 @@ def _config_drift(
     return drift
 
 
+def _unknown_topic(exc: BaseException) -> bool:
+    unknown = KafkaError.UNKNOWN_TOPIC_OR_PART
+    return isinstance(exc, KafkaException) and exc.args[0].code() == unknown
+
+
+@retry(retry=retry_if_exception(_unknown_topic), stop=stop_after_delay(_TIMEOUT_S),
+       wait=wait_fixed(0.2), reraise=True)  # fmt: skip
 def topic_configs(admin: AdminClient, names: list[str]) -> dict[str, dict[str, Any]]:
     """Each topic's configs (name -> ConfigEntry), asked again while the broker answering
     does not know a topic yet: on a cluster, each broker learns of a topic just created
     on its own schedule, and the one `_await_visible` asked may not be the one asked here
     (a second `apply` right after the first failed so on three brokers)."""
     resources = [ConfigResource(ResourceType.TOPIC, n) for n in names]
-    deadline = time.monotonic() + _TIMEOUT_S
-    while True:
-        try:
-            asked = admin.describe_configs(resources)
-            return {res.name: fut.result() for res, fut in asked.items()}
-        except KafkaException as exc:
-            unknown = exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
-            if not unknown or time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    return {res.name: fut.result() for res, fut in admin.describe_configs(resources).items()}
 
 
 def _declared(

@@ -28,7 +28,7 @@ _frozen = False
 def set_for_worker() -> int:
     """Once per process, when its boot is done: the boot's garbage collected, what is
     left frozen. How many objects are frozen."""
-    global _frozen  # noqa: PLW0603 - once per process, whichever loop asks first
+    global _frozen  # noqa: PLW0603 - a process's state: frozen once
     with _lock:
         if not _frozen:
             gc.collect()
