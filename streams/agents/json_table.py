@@ -17,6 +17,9 @@ from typing import Any
 from streams.faults import OutputTooLargeError
 from streams.kafka import sizes
 
+# One encoder: json.dumps builds a new one for every call with arguments of its own.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
 
 class JsonTable(MutableMapping[str, Any]):
     """A bytes table seen with str keys and JSON values."""
@@ -42,7 +45,7 @@ class JsonTable(MutableMapping[str, Any]):
 
     def __setitem__(self, key: str, value: Any) -> None:
         raw_key = key.encode()
-        raw = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+        raw = _ENCODER.encode(value).encode()
         if self._max_record_bytes is not None and not sizes.fits(
             raw_key, raw, (), self._max_record_bytes
         ):
@@ -55,6 +58,18 @@ class JsonTable(MutableMapping[str, Any]):
 
     def __delitem__(self, key: str) -> None:
         del self._table[key.encode()]
+
+    def pop(self, key: str, *default: Any) -> Any:
+        # Without Mapping's KeyError round trip: deliver drops entries most documents
+        # never had (their attributes).
+        raw_key = key.encode()
+        raw = self._table.get(raw_key)
+        if raw is None:
+            if default:
+                return default[0]
+            raise KeyError(key)
+        del self._table[raw_key]
+        return json.loads(raw)
 
     def __iter__(self) -> Iterator[str]:
         return (k.decode() for k in self._table)

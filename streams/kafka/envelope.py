@@ -189,7 +189,9 @@ def derived_event_id(origin: Origin, step: str) -> str:
     return uuid5(f"{origin.event_source()}:{step}")
 
 
-_NAMESPACE_BYTES = EVENT_ID_NAMESPACE.bytes
+# SHA-1 with the namespace already hashed in: copying it is cheaper than a new hash
+# object (OpenSSL 3 looks the digest up again for each one).
+_NAMESPACE_SHA1 = hashlib.sha1(EVENT_ID_NAMESPACE.bytes)  # noqa: S324 - RFC 4122 name-based ids
 
 
 # The hex digit of a uuid's variant nibble (RFC 4122: the top two bits 10) for each
@@ -202,7 +204,9 @@ def uuid5(name: str) -> str:
     namespace and the name, version and variant bits set) at a fraction of the cost:
     every output of every hop derives its id this way. The version and variant are set
     on the hash's hex digits."""
-    x = hashlib.sha1(_NAMESPACE_BYTES + name.encode()).hexdigest()  # noqa: S324 - RFC 4122 name-based ids
+    sha1 = _NAMESPACE_SHA1.copy()
+    sha1.update(name.encode())
+    x = sha1.hexdigest()
     return f"{x[:8]}-{x[8:12]}-5{x[13:16]}-{_VARIANT[x[16]]}{x[17:20]}-{x[20:32]}"
 
 

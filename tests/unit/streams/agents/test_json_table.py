@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from streams.agents.changelog_table import ChangelogTable
 from streams.agents.json_table import JsonTable
 from streams.faults import OutputTooLargeError
 
@@ -27,3 +28,18 @@ def test_an_entry_over_the_record_limit_is_refused_before_faust_sees_it() -> Non
     with pytest.raises(OutputTooLargeError, match="doc/1"):
         table["doc/1"] = {"text": CJK}
     assert raw == {}
+
+
+def test_pop_deletes_what_is_there_and_writes_nothing_for_what_is_not() -> None:
+    # Each delete is a tombstone on the changelog: an entry the table never had writes none.
+    raw = ChangelogTable("t.changelog")
+    table = JsonTable(raw)
+    table["doc"] = {"delivered": 1.5}
+    raw.take_writes()
+    assert table.pop("doc/attributes", None) is None
+    assert raw.take_writes() == []
+    with pytest.raises(KeyError):
+        table.pop("doc/attributes")
+    assert table.pop("doc") == {"delivered": 1.5}
+    assert "doc" not in table
+    assert [(w.key, w.value) for w in raw.take_writes()] == [(b"doc", None)]
