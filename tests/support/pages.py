@@ -11,6 +11,7 @@ from confluent_kafka import Message
 from PIL import Image
 
 from schemas import PageState, Stage
+from streams.admin.lag import group_lag, log_end_offsets
 from streams.kafka import clients as kafka
 from streams.kafka.envelope import first_record
 from streams.settings import ModelSettings, NodeSettings, Settings
@@ -120,6 +121,30 @@ def read_committed(
     finally:
         consumer.close()
     return got
+
+
+def wait_until_consumed(
+    settings: Settings, consumed: dict[str, str], timeout_s: float = 120
+) -> None:
+    """Until each group (a key) has committed every partition of its topic (the value) to
+    the log end: what the group read is never read again, so no more outputs come of it.
+    The event a settle window after the last expected record waits out by the clock."""
+    admin = kafka.admin(settings.kafka)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        behind: dict[tuple[str, str, int], int] = {}
+        for group, topic in consumed.items():
+            partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+            ends = log_end_offsets(admin, [(topic, p) for p in partitions])
+            rows = group_lag(admin, group).partitions
+            committed = {p.partition: p.committed or 0 for p in rows if p.topic == topic}
+            for (_, p), end in ends.items():
+                if committed.get(p, 0) < end:
+                    behind[(group, topic, p)] = end - committed.get(p, 0)
+        if not behind:
+            return
+        assert time.monotonic() < deadline, f"records read and not committed: {behind}"
+        time.sleep(0.2)
 
 
 def stage_topics(topology: Topology) -> dict[Stage, tuple[str, str]]:
