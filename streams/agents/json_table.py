@@ -19,6 +19,7 @@ from streams.kafka import sizes
 
 # One encoder: json.dumps builds a new one for every call with arguments of its own.
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_MISSING: Any = object()  # pop's default when none is given
 
 
 class JsonTable(MutableMapping[str, Any]):
@@ -59,15 +60,15 @@ class JsonTable(MutableMapping[str, Any]):
     def __delitem__(self, key: str) -> None:
         del self._table[key.encode()]
 
-    def pop(self, key: str, *default: Any) -> Any:
+    def pop(self, key: str, default: Any = _MISSING) -> Any:
         # Without Mapping's KeyError round trip: deliver drops entries most documents
         # never had (their attributes).
         raw_key = key.encode()
         raw = self._table.get(raw_key)
         if raw is None:
-            if default:
-                return default[0]
-            raise KeyError(key)
+            if default is _MISSING:
+                raise KeyError(key)
+            return default
         del self._table[raw_key]
         return json.loads(raw)
 

@@ -88,9 +88,9 @@ def _records_in(settings: Settings, topic: str) -> int:
         consumer.close()
 
 
-def _rendering_slow(settings: Settings, topology: Topology, worker: support.Worker) -> None:
+def _rendering_slow(settings: Settings, topology: Topology, worker: support.Worker) -> float:
     """The worker has joined and ingested a document, then takes the slow one and
-    renders it."""
+    renders it: since when (time.monotonic())."""
     sub = Submitter(settings)
     options = Options(auto_rotate=False)
     sub.submit_bytes(good_inputs()["png"], operation=Operation.classify, options=options,
@@ -103,11 +103,15 @@ def _rendering_slow(settings: Settings, topology: Topology, worker: support.Work
     sub.submit_bytes(SLOW_PDF, operation=Operation.classify, options=options, doc_id="slow")
     sub.flush()
     wait_until_rendering(worker.proc.pid, since_s=before)
+    return time.monotonic()
 
 
-def _ends_once(settings: Settings, topology: Topology, workers: list[support.Worker]) -> None:
+def _ends_once(settings: Settings, topology: Topology, workers: list[support.Worker],
+               quiet_until: float = 0.0) -> None:  # fmt: skip
     """Rendered again by its partition's owner, to the deadline: one dead letter, one
-    failed result, as a document rendered once; only that render counts as a timeout."""
+    failed result, as a document rendered once; only that render counts as a timeout.
+    Counted once the groups have committed what they read and, if given, `quiet_until`
+    (time.monotonic()) has passed."""
     dead = read_committed(settings, [topology.name(DLQ)], expect=1,
                           timeout_s=RENDER_TIMEOUT_S + 120)  # fmt: skip
     assert [m.key() for m in dead] == [b"slow"]
@@ -119,6 +123,9 @@ def _ends_once(settings: Settings, topology: Topology, workers: list[support.Wor
     # a second render's dead letter or result would be in by then.
     wait_until_consumed(settings, {topology.agents_app: topology.name(RAW),
                                    topology.deliver_group: topology.name(PAGES_DONE)})  # fmt: skip
+    # A worker that lost the partition writes without owning it: a render the hand-back
+    # left running would write its dead letter by its own deadline, commits or not.
+    time.sleep(max(0.0, quiet_until - time.monotonic()))
     assert _records_in(settings, topology.name(DLQ)) == 1
     assert _records_in(settings, topology.name(RESULTS)) == 1
     live = [w for w in workers if w.poll() is None]
@@ -130,7 +137,7 @@ def test_a_worker_joining_does_not_wait_for_a_render_and_the_document_ends_once(
 ) -> None:
     settings = cli_env
     first = _start(workers, tmp_path / "first.log")
-    _rendering_slow(settings, topology, first)
+    rendering_since = _rendering_slow(settings, topology, first)
 
     # The second worker's join revokes every partition of the first, which is rendering.
     _start(workers, tmp_path / "second.log", SUCCESSOR_TIMEOUT_S)
@@ -139,7 +146,7 @@ def test_a_worker_joining_does_not_wait_for_a_render_and_the_document_ends_once(
     # rendered to its deadline first (which would have written its dead letter).
     assert _records_in(settings, topology.name(DLQ)) == 0
 
-    _ends_once(settings, topology, workers)
+    _ends_once(settings, topology, workers, quiet_until=rendering_since + RENDER_TIMEOUT_S + 2)
     # The hand-back killed the render process (another rebalance may have handed the
     # document back again), and is not counted as a timeout (_ends_once).
     assert first.metric(RESTARTS, reason="abandoned") >= 1

@@ -37,6 +37,7 @@ def test_pop_deletes_what_is_there_and_writes_nothing_for_what_is_not() -> None:
     table["doc"] = {"delivered": 1.5}
     raw.take_writes()
     assert table.pop("doc/attributes", None) is None
+    assert table.pop("doc/attributes", default=0) == 0
     assert raw.take_writes() == []
     with pytest.raises(KeyError):
         table.pop("doc/attributes")
