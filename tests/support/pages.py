@@ -132,14 +132,16 @@ def wait_until_consumed(
     Offsets, not records: for topics written outside transactions (a transaction's
     last marker is never committed past, and the wait would end in its assertion)."""
     admin = kafka.admin(settings.kafka)
+    partitions: dict[str, list[int]] = {}  # each topic's, asked once
+    for topic in consumed.values():
+        found = admin.list_topics(topic, timeout=10).topics[topic]
+        assert found.error is None and found.partitions, f"no topic {topic}: {found.error}"
+        partitions[topic] = list(found.partitions)
     deadline = time.monotonic() + timeout_s
     while True:
         behind: dict[tuple[str, str, int], int] = {}
         for group, topic in consumed.items():
-            found = admin.list_topics(topic, timeout=10).topics[topic]
-            assert found.error is None and found.partitions, f"no topic {topic}: {found.error}"
-            partitions = found.partitions
-            ends = log_end_offsets(admin, [(topic, p) for p in partitions])
+            ends = log_end_offsets(admin, [(topic, p) for p in partitions[topic]])
             rows = group_lag(admin, group).partitions
             committed = {p.partition: p.committed or 0 for p in rows if p.topic == topic}
             for (_, p), end in ends.items():
