@@ -64,7 +64,7 @@ def main(
                 result = measure(AGENTS[name], 1, records, kafka_settings, scratch, timeout,
                                  prefill=False, profile=profile, nodes=nodes,
                                  progress=progress)  # fmt: skip
-                report(AGENTS[name], [result])
+                report(AGENTS[name], [result], progress=progress)
                 report_profile(AGENTS[name], profile)
                 continue
             results = []
@@ -73,7 +73,7 @@ def main(
                     results.append(measure(AGENTS[name], k, records, kafka_settings, scratch,
                                            timeout, prefill=prefill, nodes=nodes,
                                            progress=progress))  # fmt: skip
-            report(AGENTS[name], results)
+            report(AGENTS[name], results, progress=progress)
 
 
 if __name__ == "__main__":

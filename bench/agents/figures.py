@@ -73,7 +73,11 @@ def _spread_ratio(values: list[float]) -> str:
     return f"{statistics.median(ok):.2f} ({min(ok):.2f}-{max(ok):.2f})"
 
 
-def report(agent: Agent, results: list[Result]) -> None:
+def report(agent: Agent, results: list[Result], *, progress: bool = True) -> None:
+    """The runs' table, then each figure's median beside its target. `progress`: whether
+    the workers wrote docs.progress (`--no-progress` runs say so in the titles: they do
+    less work a record than the pipeline does)."""
+    without = "" if progress else ", no docs.progress"
     table = Table(
         "workers",
         "records",
@@ -85,7 +89,7 @@ def report(agent: Agent, results: list[Result]) -> None:
         "rec/s outputs",
         "rec/CPU-s",
         title=f"{agent.name} agent: {results[0].records} records "
-        f"{agent.source.base} -> {agent.sink.base}, every run",
+        f"{agent.source.base} -> {agent.sink.base}{without}, every run",
     )
     for r in results:
         table.add_row(
@@ -110,7 +114,7 @@ def report(agent: Agent, results: list[Result]) -> None:
         "figure",
         "median (min-max)",
         "target",
-        title=f"{agent.name} agent: {len(ones)} runs per configuration",
+        title=f"{agent.name} agent: {len(ones)} runs per configuration{without}",
     )
     per_cpu = TARGET_PER_CPU_SECOND.get(agent.name, TARGET_PER_WORKER)
     for k, runs in sorted(by_count.items()):

@@ -38,3 +38,12 @@ def test_one_worker_alone_is_still_held_to_its_target(capsys: pytest.CaptureFixt
     printed = capsys.readouterr().out
     assert "route rec per worker CPU-second, one worker" in printed and ">= 10000" in printed
     assert "/ one" not in printed
+
+
+def test_a_run_without_progress_records_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    figures.out.width = 200
+    report(AGENTS["deliver"], [_run(1, 1000)], progress=False)
+    without = capsys.readouterr().out
+    report(AGENTS["deliver"], [_run(1, 1000)])
+    assert without.count("no docs.progress") == 2  # both tables' titles
+    assert "no docs.progress" not in capsys.readouterr().out
