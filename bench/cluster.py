@@ -2,43 +2,21 @@
 
 from __future__ import annotations
 
-import socket
 import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from bench.processes import free_port
+from bench.processes import free_port, free_ports
 from streams.local import broker
 from streams.settings import BrokerSettings, TopicSettings
 
 
-def _free_for_nodes(nodes: int, taken: set[int]) -> int:
-    """A base port such that every node's port (base + step*k) is free."""
-    while True:
-        base = free_port()
-        ports = {base + broker.NODE_PORT_STEP * k for k in range(nodes)}
-        if ports & taken or max(ports) > 65535:
-            continue
-        if all(_bindable(p) for p in ports):
-            return base
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def cluster_settings(data_dir: Path, nodes: int = 1, heap: str = "768m") -> BrokerSettings:
     """An embedded broker of `nodes` nodes on free ports with its data in `data_dir`."""
-    port = _free_for_nodes(nodes, set())
-    taken = {port + broker.NODE_PORT_STEP * k for k in range(nodes)}
-    controller_port = _free_for_nodes(nodes, taken)
+    port = free_ports(nodes, broker.NODE_PORT_STEP)[0]
+    controller_port = free_ports(nodes, broker.NODE_PORT_STEP)[0]
     return BrokerSettings(
         nodes=nodes, port=port, controller_port=controller_port, data_dir=data_dir, heap=heap
     )

@@ -28,7 +28,7 @@ import pytest
 from confluent_kafka.admin import NewTopic
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from bench.processes import free_port
+from bench.processes import free_port, share_ports
 from streams.kafka import clients as kafka
 from streams.local import broker
 from streams.local.ready import wait_until_answering
@@ -56,6 +56,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # pages with EasyOCR at once took 233 CPU-s and 118 s with two threads each, 83 CPU-s
     # and 43 s with one. Processes the tests start inherit it; vLLM sets its own.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # Each xdist worker hands out ports from a share of its own (bench/processes.py): a
+    # port one worker chose for a broker that is still starting is not another's choice.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw"):
+        share_ports(int(worker[2:]), int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks

@@ -9,7 +9,8 @@ import subprocess
 import sys
 import time
 
-from bench.processes import free_port, stop
+from bench import processes
+from bench.processes import free_port, free_ports, stop
 
 _IGNORES_SIGTERM = (
     "import signal, sys, time\n"
@@ -22,6 +23,36 @@ _IGNORES_SIGTERM = (
 def test_a_free_port_can_be_bound() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", free_port()))
+
+
+def test_ports_come_from_below_the_ephemeral_range_and_never_twice_in_a_row() -> None:
+    """No client connection takes one as its local port while its listener starts."""
+    start = processes._ephemeral_start()
+    ports = [free_port() for _ in range(200)]
+    assert len(set(ports)) == 200
+    assert all(processes._FIRST_PORT <= p < start for p in ports)
+    nodes = free_ports(3, 10)
+    assert nodes[1] - nodes[0] == nodes[2] - nodes[1] == 10
+    assert not set(nodes) & set(free_ports(3, 10))
+
+
+def test_each_worker_has_its_own_share_and_a_port_in_use_is_passed_over() -> None:
+    shares = []
+    for index in range(4):
+        own = processes._Ports()
+        own.share(index, 4)
+        shares.append(set(own.ports))
+        assert own.take(1, 1)[0] in own.ports
+    assert all(not a & b for i, a in enumerate(shares) for b in shares[i + 1 :])
+    own = processes._Ports()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        own.ports, own.next = range(port, port + 40), 0
+        assert own.take(1, 1) == [port + 1]
+        own.next = 0
+        assert own.take(2, 10) == [port + 11, port + 21]  # both ports of a block free
 
 
 def test_stop_ends_a_process_with_sigterm_and_one_already_gone_quietly() -> None:
