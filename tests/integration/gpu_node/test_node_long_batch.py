@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import copy
+import time
+from collections.abc import Sequence
+
 import pytest
 from prometheus_client import CollectorRegistry
 
+from gpu_node.models.images import RGBArray
+from gpu_node.models.rapid_ocr import RapidOcrEngine
+from gpu_node.models.registry import ModelRegistry
 from schemas import (
     DocumentType,
     Layout,
-    OcrEngineName,
+    OcrResult,
     Operation,
     Options,
     PageState,
@@ -26,26 +33,44 @@ PAGES = 2
 INTERVAL_S = 10
 
 
+class _SlowOcr:
+    """The session's RapidOCR, each call made to last past the poll interval: a batch
+    long by the clock, whatever the machine's pace (EasyOCR's own, about 15 s a page
+    here, took 35 CPU-s of the suite and would pass a fast machine by)."""
+
+    def __init__(self, engine: RapidOcrEngine, delay_s: float) -> None:
+        self.engine = engine
+        self.delay_s = delay_s
+
+    @property
+    def device(self) -> str:
+        return self.engine.device
+
+    def read(self, images: Sequence[RGBArray]) -> list[OcrResult]:
+        time.sleep(self.delay_s)
+        return self.engine.read(images)
+
+
 def test_a_batch_longer_than_the_poll_interval_keeps_the_node_in_its_group(
-    settings, topology: Topology, node_factory, make_page
+    settings, topology: Topology, node_factory, make_page, model_registry: ModelRegistry
 ):
-    # EasyOCR on a CPU: 2 pages a batch take longer than the 10 s poll interval. Before,
-    # the loop blocked on the batch in flight while the next one waited: past the
-    # interval the consumer left its group, the transaction was fenced and aborted,
-    # and the same pages were read and run again (bench/quality: 16 pages of OCR
-    # outlasted the default 300 s). Now the node polls, its partitions paused, while
-    # it waits.
-    # EasyOCR (the slower engine, about 15 s a 960-pixel page here) and no layout pass: one
-    # batch of 2 pages outlasts the 10-second interval (the shortest the node accepts), and the
-    # node's own latency histogram says it did, so the test cannot pass without the case.
-    # The pages are written before the node starts: its first poll takes them all.
+    # Before, the loop blocked on the batch in flight while the next one waited: past the
+    # interval the consumer left its group, the transaction was fenced and aborted, and
+    # the same pages were read and run again (bench/quality: 16 pages of OCR outlasted
+    # the default 300 s). Now the node polls, its partitions paused, while it waits.
+    # One batch of 2 pages outlasts the 10-second interval (the shortest the node
+    # accepts), and the node's own latency histogram says it did, so the test cannot pass
+    # without the case. The pages are written before the node starts: its first poll
+    # takes them all.
     work, facts = stage_topics(topology)[Stage.ocr]
-    docs = generate(41, PAGES, doc_types=[DocumentType.letter], rotations=[0], width=960)
-    slow = Options(ocr_engine=OcrEngineName.easyocr, layout=Layout.fast)
-    pages = [make_page(d.image, doc_id=f"long-{i}", operation=Operation.ocr, options=slow)
+    docs = generate(41, PAGES, doc_types=[DocumentType.letter], rotations=[0], width=240)
+    fast = Options(layout=Layout.fast)  # no layout pass: the engine's call is the batch
+    pages = [make_page(d.image, doc_id=f"long-{i}", operation=Operation.ocr, options=fast)
              for i, d in enumerate(docs)]  # fmt: skip
     produce(settings, work, [(b"one-partition", encode(p)) for p in pages])
-    with node_factory(max_batch=PAGES, max_poll_interval_ms=INTERVAL_S * 1000,
+    slow = copy.copy(model_registry)  # the session's models, loaded once
+    slow.__dict__["rapid_ocr"] = _SlowOcr(model_registry.rapid_ocr, INTERVAL_S + 2)
+    with node_factory(models=slow, max_batch=PAGES, max_poll_interval_ms=INTERVAL_S * 1000,
                       session_timeout_ms=6_000) as node:  # fmt: skip
         out = read_committed(settings, [facts, topology.name(DLQ)], expect=PAGES, timeout_s=400,
                              settle_s=2)  # fmt: skip
