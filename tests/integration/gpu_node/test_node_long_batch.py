@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Sequence
 
@@ -35,8 +34,9 @@ INTERVAL_S = 10
 
 class _SlowOcr:
     """The session's RapidOCR, each call made to last past the poll interval: a batch
-    long by the clock, whatever the machine's pace (EasyOCR's own, about 15 s a page
-    here, took 35 CPU-s of the suite and would pass a fast machine by)."""
+    long by the clock, whatever the machine's pace. (EasyOCR's own pace, about 15 s a
+    page here, made it long before: 35 CPU-s of the test's in a run of the suite, and a
+    faster machine would have failed it.)"""
 
     def __init__(self, engine: RapidOcrEngine, delay_s: float) -> None:
         self.engine = engine
@@ -52,7 +52,12 @@ class _SlowOcr:
 
 
 def test_a_batch_longer_than_the_poll_interval_keeps_the_node_in_its_group(
-    settings, topology: Topology, node_factory, make_page, model_registry: ModelRegistry
+    settings,
+    topology: Topology,
+    node_factory,
+    make_page,
+    model_registry: ModelRegistry,
+    monkeypatch: pytest.MonkeyPatch,
 ):
     # Before, the loop blocked on the batch in flight while the next one waited: past the
     # interval the consumer left its group, the transaction was fenced and aborted, and
@@ -68,9 +73,10 @@ def test_a_batch_longer_than_the_poll_interval_keeps_the_node_in_its_group(
     pages = [make_page(d.image, doc_id=f"long-{i}", operation=Operation.ocr, options=fast)
              for i, d in enumerate(docs)]  # fmt: skip
     produce(settings, work, [(b"one-partition", encode(p)) for p in pages])
-    slow = copy.copy(model_registry)  # the session's models, loaded once
-    slow.__dict__["rapid_ocr"] = _SlowOcr(model_registry.rapid_ocr, INTERVAL_S + 2)
-    with node_factory(models=slow, max_batch=PAGES, max_poll_interval_ms=INTERVAL_S * 1000,
+    # The session's engine, slowed for this test only (put back at its teardown).
+    slow = _SlowOcr(model_registry.rapid_ocr, INTERVAL_S + 2)
+    monkeypatch.setitem(model_registry.__dict__, "rapid_ocr", slow)
+    with node_factory(max_batch=PAGES, max_poll_interval_ms=INTERVAL_S * 1000,
                       session_timeout_ms=6_000) as node:  # fmt: skip
         out = read_committed(settings, [facts, topology.name(DLQ)], expect=PAGES, timeout_s=400,
                              settle_s=2)  # fmt: skip
