@@ -13,13 +13,15 @@ from streams.local import broker
 from streams.settings import BrokerSettings, TopicSettings
 
 
-def cluster_settings(data_dir: Path, nodes: int = 1, heap: str = "768m") -> BrokerSettings:
-    """An embedded broker of `nodes` nodes on free ports with its data in `data_dir`."""
+def cluster_settings(
+    data_dir: Path, nodes: int = 1, heap: str = "768m", *, secure: bool = False
+) -> BrokerSettings:
+    """An embedded broker of `nodes` nodes on free ports (every node's, not only the
+    first's) with its data in `data_dir`; `secure`: SASL_SSL on every listener."""
     port = free_ports(nodes, broker.NODE_PORT_STEP)[0]
     controller_port = free_ports(nodes, broker.NODE_PORT_STEP)[0]
-    return BrokerSettings(
-        nodes=nodes, port=port, controller_port=controller_port, data_dir=data_dir, heap=heap
-    )
+    return BrokerSettings(nodes=nodes, port=port, controller_port=controller_port,
+                          data_dir=data_dir, heap=heap, secure=secure)  # fmt: skip
 
 
 def replicated_topics(prefix: str, nodes: int) -> TopicSettings:

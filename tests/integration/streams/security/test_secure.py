@@ -22,7 +22,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from pydantic import SecretStr
 
-from bench.processes import free_port, free_ports
+from bench.cluster import cluster_settings
+from bench.processes import free_port
 from streams.admin import topics_apply
 from streams.kafka import clients as kafka
 from streams.kafka import errors as kafka_errors
@@ -401,10 +402,7 @@ def test_a_three_node_secure_cluster_replicates_between_its_nodes_as_admin(
 ) -> None:
     """Inter-broker traffic is SASL_SSL too: acks=all with min.insync.replicas 2 succeeds
     only if the followers, logging in as admin, fetch from the leader."""
-    # Each node's ports free, not only the first's (streams/local/nodes.py's layout).
-    port, controller_port = (free_ports(3, broker.NODE_PORT_STEP)[0] for _ in range(2))
-    cluster = BrokerSettings(port=port, controller_port=controller_port, nodes=3, secure=True,
-                             data_dir=tmp_path / "cluster", heap="384m")  # fmt: skip
+    cluster = cluster_settings(tmp_path / "cluster", nodes=3, heap="384m", secure=True)
     broker.start(cluster)
     try:
         topics = TopicSettings(replication_factor=3, min_insync_replicas=2)
