@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from bench.agents.figures import report, report_profile
-from bench.agents.run import measure, wait_for_coordinator
+from bench.agents.run import measure, wait_for_coordinator, worker_settings
 from bench.agents.work import AGENTS
 from bench.cluster import cluster
 from streams.kafka import clients as kafka
@@ -38,6 +38,14 @@ def main(
     progress: Annotated[
         bool, typer.Option(help="the workers write docs.progress (progress_events)")
     ] = True,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="a worker setting, NAME=VALUE (repeatable; PAGESTREAM_ prefix optional), "
+            "e.g. AGENTS__PRODUCER_LINGER_MS=0",
+        ),
+    ] = None,
     timeout: Annotated[float, typer.Option(help="seconds per run")] = 600.0,
     bootstrap: Annotated[str | None, typer.Option(help="use this cluster")] = None,
     profile: Annotated[
@@ -53,6 +61,10 @@ def main(
     unknown = set(names) - set(AGENTS)
     if unknown:
         raise typer.BadParameter(f"unknown agent(s): {', '.join(sorted(unknown))}")
+    try:
+        settings = worker_settings(set_ or [])
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
     counts = sorted(set(workers or [1, 2]))
     if counts[0] != 1:  # every ratio is to one worker
         counts.insert(0, 1)
@@ -63,8 +75,8 @@ def main(
             if profile is not None:
                 result = measure(AGENTS[name], 1, records, kafka_settings, scratch, timeout,
                                  prefill=False, profile=profile, nodes=nodes,
-                                 progress=progress)  # fmt: skip
-                report(AGENTS[name], [result], progress=progress)
+                                 progress=progress, settings=settings)  # fmt: skip
+                report(AGENTS[name], [result], progress=progress, settings=settings)
                 report_profile(AGENTS[name], profile)
                 continue
             results = []
@@ -72,8 +84,8 @@ def main(
                 for k in counts:  # alternating: a slow phase of the machine hits each
                     results.append(measure(AGENTS[name], k, records, kafka_settings, scratch,
                                            timeout, prefill=prefill, nodes=nodes,
-                                           progress=progress))  # fmt: skip
-            report(AGENTS[name], results, progress=progress)
+                                           progress=progress, settings=settings))  # fmt: skip
+            report(AGENTS[name], results, progress=progress, settings=settings)
 
 
 if __name__ == "__main__":

@@ -73,11 +73,16 @@ def _spread_ratio(values: list[float]) -> str:
     return f"{statistics.median(ok):.2f} ({min(ok):.2f}-{max(ok):.2f})"
 
 
-def report(agent: Agent, results: list[Result], *, progress: bool = True) -> None:
+def report(
+    agent: Agent, results: list[Result], *, progress: bool = True,
+    settings: dict[str, str] | None = None,
+) -> None:  # fmt: skip
     """The runs' table, then each figure's median beside its target. `progress`: whether
     the workers wrote docs.progress (`--no-progress` runs say so in the titles: they do
-    less work a record than the pipeline does)."""
-    without = "" if progress else ", no docs.progress"
+    less work a record than the pipeline does); `settings`, the workers' own (`--set`),
+    are named there too."""
+    told = "" if progress else ", no docs.progress"
+    told += "".join(f", {k.removeprefix('PAGESTREAM_')}={v}" for k, v in (settings or {}).items())
     table = Table(
         "workers",
         "records",
@@ -89,7 +94,7 @@ def report(agent: Agent, results: list[Result], *, progress: bool = True) -> Non
         "rec/s outputs",
         "rec/CPU-s",
         title=f"{agent.name} agent: {results[0].records} records "
-        f"{agent.source.base} -> {agent.sink.base}{without}, every run",
+        f"{agent.source.base} -> {agent.sink.base}{told}, every run",
     )
     for r in results:
         table.add_row(
@@ -114,7 +119,7 @@ def report(agent: Agent, results: list[Result], *, progress: bool = True) -> Non
         "figure",
         "median (min-max)",
         "target",
-        title=f"{agent.name} agent: {len(ones)} runs per configuration{without}",
+        title=f"{agent.name} agent: {len(ones)} runs per configuration{told}",
     )
     per_cpu = TARGET_PER_CPU_SECOND.get(agent.name, TARGET_PER_WORKER)
     for k, runs in sorted(by_count.items()):

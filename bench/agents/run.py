@@ -93,6 +93,9 @@ class Run:
     timeout_s: float
     nodes: int = 1  # the cluster's brokers: topics get min(3, nodes) copies
     progress: bool = True  # the workers write docs.progress (settings: progress_events)
+    # More of the workers' settings (PAGESTREAM_* names): what `--set` tunes. The bench's
+    # own (the cluster, the topics' prefix, the blob store, ticks, progress) win.
+    settings: dict[str, str] = field(default_factory=dict)
     prefix: str = field(default_factory=lambda: f"bench{uuid.uuid4().hex[:8]}.")
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
@@ -113,6 +116,7 @@ class Run:
 
     def start(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PAGESTREAM_")}
+        env |= self.settings
         env |= {
             "PAGESTREAM_KAFKA__BOOTSTRAP_SERVERS": self.kafka_settings.bootstrap_servers,
             "PAGESTREAM_TOPICS__PREFIX": self.prefix,
@@ -193,6 +197,19 @@ class Run:
         )
 
 
+def worker_settings(pairs: list[str]) -> dict[str, str]:
+    """`--set NAME=VALUE` pairs as the workers' environment: NAME is a setting's variable
+    with or without its PAGESTREAM_ prefix (AGENTS__PRODUCER_LINGER_MS=0)."""
+    found = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        name = name.strip().upper()
+        if not sep or not name:
+            raise ValueError(f"--set {pair!r}: expected NAME=VALUE")
+        found[name if name.startswith("PAGESTREAM_") else f"PAGESTREAM_{name}"] = value
+    return found
+
+
 def measure(
     agent: Agent,
     workers: int,
@@ -205,10 +222,12 @@ def measure(
     profile: Path | None = None,
     nodes: int = 1,
     progress: bool = True,
+    settings: dict[str, str] | None = None,
 ) -> Result:
     """One run; with `profile`, py-spy samples the first worker from the first record on
     (bench/agents/profile.py) and writes its flame graph there."""
-    run = Run(agent, workers, kafka_settings, tmp, timeout_s, nodes, progress=progress)
+    run = Run(agent, workers, kafka_settings, tmp, timeout_s, nodes, progress=progress,
+              settings=settings or {})  # fmt: skip
     profiler: Profiler | None = None
     messages = copies(agent.page(str(run.blob_root)), n)
     start_s: float | None = None

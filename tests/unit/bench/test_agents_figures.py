@@ -47,3 +47,10 @@ def test_a_run_without_progress_records_says_so(capsys: pytest.CaptureFixture[st
     report(AGENTS["deliver"], [_run(1, 1000)])
     assert without.count("no docs.progress") == 2  # both tables' titles
     assert "no docs.progress" not in capsys.readouterr().out
+
+
+def test_a_run_with_worker_settings_names_them(capsys: pytest.CaptureFixture[str]) -> None:
+    figures.out.width = 200
+    report(AGENTS["deliver"], [_run(1, 1000)],
+           settings={"PAGESTREAM_AGENTS__PRODUCER_LINGER_MS": "0"})  # fmt: skip
+    assert capsys.readouterr().out.count("AGENTS__PRODUCER_LINGER_MS=0") == 2
