@@ -60,6 +60,7 @@ from bench.gpu_direct import DEVICE_STAGES, Direct, direct, direct_pipelined
 from bench.gpu_paths import encode as encode_page
 from bench.gpu_paths import models_alone
 from gpu_node.extraction.engines import Engines
+from gpu_node.models.device import select_device, torch_threads
 from gpu_node.models.registry import ModelRegistry
 from gpu_node.node.main import build_node
 from schemas import Operation, Options, PageState, Stage, encode, headers
@@ -234,7 +235,9 @@ def main(
     repeats: Annotated[int, typer.Option(min=1)] = 3,
     trickle_pages: Annotated[int, typer.Option(min=0)] = 100,
     trickle_rate: Annotated[float, typer.Option(min=0.1, help="pages/s")] = 10.0,
-    threads: Annotated[int | None, typer.Option(help="torch threads")] = None,
+    threads: Annotated[
+        int | None, typer.Option(help="torch threads; default the node's (torch_threads)")
+    ] = None,
     bootstrap: Annotated[str | None, typer.Option(help="use this cluster")] = None,
     inputs: Annotated[str, typer.Option(help="host, device or both")] = "both",
     device: Annotated[str, typer.Option(help="auto, cpu or cuda[:N]")] = "auto",
@@ -249,12 +252,14 @@ def main(
 
     if inputs not in (*PATHS, "both") or page_format not in ("png", "jpeg"):
         raise typer.BadParameter("--inputs: host, device or both; --page-format: png or jpeg")
-    if threads:
-        torch.set_num_threads(threads)
     paths = PATHS if inputs == "both" else (inputs,)
     if commit_interval_ms is not None:
         NODE_OPTS["commit_interval_ms"] = commit_interval_ms
     try:
+        # The direct calls and the node run in this process: both with the node's threads.
+        chosen = torch_threads(threads, select_device(device))
+        if chosen:
+            torch.set_num_threads(chosen)
         registries = _registries(device, paths)
     except RuntimeError as exc:  # --device cuda without CUDA: one line, not a trace
         raise typer.BadParameter(str(exc)) from None
@@ -312,7 +317,10 @@ def _run(registries: dict[str, ModelRegistry], stage: Stage, n: int, batch: int,
     runs, batches = _measure(registries, stage, blobs, pages, batch, repeats, bootstrap, blob_root)
     models = next(iter(registries.values()))
     size = f"{sum(map(len, blobs)) / n / 1000:,.0f} KB/page"
-    title = (f"{stage.value}: {n} pages, {width}px, {fmt} ({size}), {models.device.device}, "
+    import torch
+
+    title = (f"{stage.value}: {n} pages, {width}px, {fmt} ({size}), {models.device.device} "
+             f"({torch.get_num_threads()} torch threads), "
              f"commits {NodeSettings(**NODE_OPTS).commit_interval_ms} ms apart, "
              f"median (min-max) of {repeats} repeats")  # fmt: skip
     table = Table("measure", "pages/s or ratio", "target", title=title)

@@ -39,9 +39,11 @@ class ModelSettings(BaseModel):
     # on the fetch threads (the first path, kept so the two can be compared through
     # Kafka: bench.gpu_node). The ocr and extract stages read host arrays either way.
     inputs: Literal["host", "device"] = "device"
-    # torch intra-op threads; None leaves torch's default (one per core). On a
-    # machine shared with other busy processes fewer threads run faster, because
-    # OpenMP threads spin-wait for each other.
+    # torch intra-op threads. None: with the models on the CPU, one fewer than the
+    # cores (at least one), leaving a core to the node's Kafka and fetch threads; on a
+    # GPU, torch's default (gpu_node/models/device.py: torch_threads). On a machine
+    # shared with other busy processes fewer threads run faster, because OpenMP
+    # threads spin-wait for each other.
     torch_threads: int | None = Field(default=None, ge=1)
     # RapidOCR's onnxruntime intra-op threads (operation ocr's default engine); None
     # leaves onnxruntime's default (one per physical core). Apart from torch_threads:
