@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
+import torch
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -236,7 +237,7 @@ def main(
     trickle_pages: Annotated[int, typer.Option(min=0)] = 100,
     trickle_rate: Annotated[float, typer.Option(min=0.1, help="pages/s")] = 10.0,
     threads: Annotated[
-        int | None, typer.Option(help="torch threads; default the node's (torch_threads)")
+        int | None, typer.Option(min=1, help="torch threads; default the node's (torch_threads)")
     ] = None,
     bootstrap: Annotated[str | None, typer.Option(help="use this cluster")] = None,
     inputs: Annotated[str, typer.Option(help="host, device or both")] = "both",
@@ -248,8 +249,6 @@ def main(
     ] = None,
 ) -> None:
     logging.basicConfig(level=logging.WARNING)
-    import torch
-
     if inputs not in (*PATHS, "both") or page_format not in ("png", "jpeg"):
         raise typer.BadParameter("--inputs: host, device or both; --page-format: png or jpeg")
     paths = PATHS if inputs == "both" else (inputs,)
@@ -317,8 +316,6 @@ def _run(registries: dict[str, ModelRegistry], stage: Stage, n: int, batch: int,
     runs, batches = _measure(registries, stage, blobs, pages, batch, repeats, bootstrap, blob_root)
     models = next(iter(registries.values()))
     size = f"{sum(map(len, blobs)) / n / 1000:,.0f} KB/page"
-    import torch
-
     title = (f"{stage.value}: {n} pages, {width}px, {fmt} ({size}), {models.device.device} "
              f"({torch.get_num_threads()} torch threads), "
              f"commits {NodeSettings(**NODE_OPTS).commit_interval_ms} ms apart, "

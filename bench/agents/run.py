@@ -10,6 +10,7 @@ import time
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
@@ -23,10 +24,11 @@ from bench.processes import free_port
 from streams.admin import topics_apply
 from streams.admin.lag import group_lag, log_end_offsets
 from streams.kafka import clients as kafka
-from streams.settings import KafkaSettings
+from streams.settings import KafkaSettings, Settings
 from streams.topics import DLQ, TopicSpec, Topology
 
 POLL_S = 0.2
+WEB_PORT = "PAGESTREAM_AGENTS__WEB_PORT"
 STOP_TIMEOUT_S = 30.0
 
 
@@ -75,7 +77,7 @@ def _group_ready(admin: AdminClient, group: str, topic: str, spec: TopicSpec, wo
 
 def _start_worker(env: dict[str, str], cwd: Path, log: Path) -> subprocess.Popen[bytes]:
     script = Path(sys.executable).with_name("pagestream")
-    worker_env = dict(env, PAGESTREAM_AGENTS__WEB_PORT=str(free_port()))
+    worker_env = dict(env, **{WEB_PORT: str(free_port())})
     with log.open("wb") as sink:  # the child keeps its own descriptor
         return subprocess.Popen(  # noqa: S603
             [str(script), "agents"], env=worker_env, cwd=cwd, stdout=sink, stderr=sink
@@ -117,16 +119,9 @@ class Run:
     def start(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PAGESTREAM_")}
         env |= self.settings
-        env |= {
-            "PAGESTREAM_KAFKA__BOOTSTRAP_SERVERS": self.kafka_settings.bootstrap_servers,
-            "PAGESTREAM_TOPICS__PREFIX": self.prefix,
-            # For the topics faust creates itself.
-            "PAGESTREAM_TOPICS__REPLICATION_FACTOR": str(self.topics.replication_factor),
-            "PAGESTREAM_BLOBS__ROOT": str(self.blob_root),
-            # Deadline ticks would add records to docs.pages.done mid-run.
-            "PAGESTREAM_AGENTS__TICK_INTERVAL_S": "86400",
-            "PAGESTREAM_AGENTS__PROGRESS_EVENTS": str(self.progress).lower(),
-        }
+        topics = self.topics
+        env |= own_settings(self.kafka_settings.bootstrap_servers, self.prefix,
+                            topics.replication_factor, self.blob_root, self.progress)  # fmt: skip
         self.procs.extend(_start_worker(env, self.run_dir, log) for log in self.logs)
 
     def check(self, since: float) -> None:
@@ -197,17 +192,57 @@ class Run:
         )
 
 
+def own_settings(
+    bootstrap: str, prefix: str, replication_factor: int, blob_root: Path, progress: bool
+) -> dict[str, str]:
+    """The settings every worker of a run gets from the bench (its web port aside)."""
+    return {
+        "PAGESTREAM_KAFKA__BOOTSTRAP_SERVERS": bootstrap,
+        "PAGESTREAM_TOPICS__PREFIX": prefix,
+        # For the topics faust creates itself.
+        "PAGESTREAM_TOPICS__REPLICATION_FACTOR": str(replication_factor),
+        "PAGESTREAM_BLOBS__ROOT": str(blob_root),
+        # Deadline ticks would add records to docs.pages.done mid-run.
+        "PAGESTREAM_AGENTS__TICK_INTERVAL_S": "86400",
+        "PAGESTREAM_AGENTS__PROGRESS_EVENTS": str(progress).lower(),
+    }
+
+
+# What `--set` may not name: the bench's own would win, and the report name it anyway.
+BENCH_OWNS = frozenset(own_settings("", "", 1, Path(), True)) | {WEB_PORT}
+
+
 def worker_settings(pairs: list[str]) -> dict[str, str]:
     """`--set NAME=VALUE` pairs as the workers' environment: NAME is a setting's variable
-    with or without its PAGESTREAM_ prefix (AGENTS__PRODUCER_LINGER_MS=0)."""
-    found = {}
+    with or without its PAGESTREAM_ prefix (AGENTS__PRODUCER_LINGER_MS=0). A name that is
+    no setting (the workers would ignore it, and the report name it), or one the bench
+    sets itself, is refused."""
+    found: dict[str, str] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
         name = name.strip().upper()
         if not sep or not name:
             raise ValueError(f"--set {pair!r}: expected NAME=VALUE")
-        found[name if name.startswith("PAGESTREAM_") else f"PAGESTREAM_{name}"] = value
+        name = name if name.startswith("PAGESTREAM_") else f"PAGESTREAM_{name}"
+        if name in BENCH_OWNS:
+            raise ValueError(f"--set {pair!r}: the bench sets {name} itself"
+                             " (--no-progress turns progress records off)")  # fmt: skip
+        if not _is_setting(name.removeprefix("PAGESTREAM_").lower().split("__")):
+            raise ValueError(f"--set {pair!r}: {name} is not a setting (docs/configuration.md)")
+        found[name] = value
     return found
+
+
+def _is_setting(path: list[str]) -> bool:
+    """Whether `path` (agents, producer_linger_ms) names a field of Settings: a value,
+    not a whole section."""
+    model: Any = Settings
+    for part in path:
+        fields = getattr(model, "model_fields", None)
+        if not isinstance(fields, dict) or part not in fields:
+            return False
+        model = fields[part].annotation
+    return not hasattr(model, "model_fields")
 
 
 def measure(

@@ -7,11 +7,16 @@ moves the whole model set; half precision only where the hardware has it.
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
 
 log = logging.getLogger(__name__)
+
+# Where an operator sets the threads of torch's CPU kernels themselves.
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 class DeviceUnavailableError(RuntimeError):
@@ -39,18 +44,27 @@ def select_device(requested: str = "auto") -> DeviceChoice:
     return DeviceChoice(device, dtype)
 
 
-def torch_threads(requested: int | None, choice: DeviceChoice) -> int | None:
-    """The torch intra-op threads the node runs with: `requested` when set; with the
-    models on the CPU, one fewer than torch's default of one per core (at least one);
-    with them on a GPU, None: torch's default, its CPU threads have little to do there.
+def torch_threads(
+    requested: int | None,
+    choice: DeviceChoice,
+    *,
+    usable: int | None = None,
+    environ: Mapping[str, str] = os.environ,
+) -> int | None:
+    """The torch intra-op threads the node runs with (None: leave torch's own):
+    `requested` when set; with the models on a GPU, torch's own (its CPU threads have
+    little to do there); where the operator chose OpenMP's or MKL's threads in the
+    environment, theirs; else one fewer than the CPUs this process may run on (`usable`:
+    its affinity mask), at most torch's default, at least one.
 
     Why one fewer: torch's OpenMP threads spin-wait between ops, and with one per core
-    they take the core that the node's other threads need (the Kafka clients, the
-    fetch threads, the transactions). On a 2-core machine, one thread against two,
-    through Kafka: one record at a time 2.0x the pages/s, a backlog in batches of 16
-    1.02x (docs/benchmarks.md)."""
+    they take the core the node's other threads need (its Kafka clients, fetch threads
+    and transactions): docs/benchmarks.md, "The node's torch threads on this CPU". The
+    mask, not torch's default alone: torch counts the host's cores, whatever
+    `taskset` or a container's cpuset leaves the process."""
     if requested:
         return requested
-    if choice.is_cuda:
+    if choice.is_cuda or any(name in environ for name in _THREAD_VARIABLES):
         return None
-    return max(1, torch.get_num_threads() - 1)
+    cpus = len(os.sched_getaffinity(0)) if usable is None else usable
+    return max(1, min(cpus, torch.get_num_threads()) - 1)

@@ -40,8 +40,9 @@ class ModelSettings(BaseModel):
     # Kafka: bench.gpu_node). The ocr and extract stages read host arrays either way.
     inputs: Literal["host", "device"] = "device"
     # torch intra-op threads. None: with the models on the CPU, one fewer than the
-    # cores (at least one), leaving a core to the node's Kafka and fetch threads; on a
-    # GPU, torch's default (gpu_node/models/device.py: torch_threads). On a machine
+    # CPUs the node may run on (at least one), leaving a core to its Kafka and fetch
+    # threads, unless OMP_NUM_THREADS or MKL_NUM_THREADS says; on a GPU, torch's default
+    # (gpu_node/models/device.py: torch_threads). On a machine
     # shared with other busy processes fewer threads run faster, because OpenMP
     # threads spin-wait for each other.
     torch_threads: int | None = Field(default=None, ge=1)
