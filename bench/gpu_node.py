@@ -61,7 +61,7 @@ from bench.gpu_direct import DEVICE_STAGES, Direct, direct, direct_pipelined
 from bench.gpu_paths import encode as encode_page
 from bench.gpu_paths import models_alone
 from gpu_node.extraction.engines import Engines
-from gpu_node.models.device import select_device, torch_threads
+from gpu_node.models.device import use_torch_threads
 from gpu_node.models.registry import ModelRegistry
 from gpu_node.node.main import build_node
 from schemas import Operation, Options, PageState, Stage, encode, headers
@@ -256,9 +256,7 @@ def main(
         NODE_OPTS["commit_interval_ms"] = commit_interval_ms
     try:
         # The direct calls and the node run in this process: both with the node's threads.
-        chosen = torch_threads(threads, select_device(device))
-        if chosen:
-            torch.set_num_threads(chosen)
+        use_torch_threads(threads, device)
         registries = _registries(device, paths)
     except RuntimeError as exc:  # --device cuda without CUDA: one line, not a trace
         raise typer.BadParameter(str(exc)) from None

@@ -68,3 +68,13 @@ def torch_threads(
         return None
     cpus = len(os.sched_getaffinity(0)) if usable is None else usable
     return max(1, min(cpus, torch.get_num_threads()) - 1)
+
+
+def use_torch_threads(requested: int | None, device: str) -> int:
+    """torch set to `torch_threads` for the models on `device` (the node, and the bench
+    that times it in process): the threads it now runs. Raises DeviceUnavailableError
+    (`cuda` without CUDA) before anything loads."""
+    threads = torch_threads(requested, select_device(device))
+    if threads:
+        torch.set_num_threads(threads)
+    return torch.get_num_threads()

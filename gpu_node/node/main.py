@@ -12,11 +12,10 @@ import os
 import signal
 import threading
 
-import torch
 from prometheus_client import CollectorRegistry
 
 from gpu_node.extraction.engines import Engines, build_vlm
-from gpu_node.models.device import select_device, torch_threads
+from gpu_node.models.device import use_torch_threads
 from gpu_node.models.registry import ModelRegistry
 from gpu_node.node.loop import GpuNode
 from gpu_node.node.transactions import FatalNodeError, WedgedClientError
@@ -78,11 +77,8 @@ def run_node(settings: Settings | None = None) -> int:
     """Exit status: 0 after a clean stop, 1 when Kafka made the node unusable."""
     settings = settings or Settings()
     tracing.setup(settings.tracing, "pagestream-gpu-node")
-    # Raises DeviceUnavailableError (`cuda` without CUDA) before anything loads.
-    threads = torch_threads(settings.models.torch_threads, select_device(settings.models.device))
-    if threads:
-        torch.set_num_threads(threads)
-    log.info("torch: %d intra-op threads", torch.get_num_threads())
+    threads = use_torch_threads(settings.models.torch_threads, settings.models.device)
+    log.info("torch: %d intra-op threads", threads)
     models = ModelRegistry(settings.models)
     engines = Engines(settings.extraction, models, build_vlm(settings.extraction))
     node = build_node(settings, models, engines)
